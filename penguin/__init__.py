@@ -1,0 +1,44 @@
+"""penguin: a Trio-based core for LLM agent harnesses.
+
+It runs an agent's tool calls under one execution contract, asks for approval of
+every call and records everything in an append-only trace, following the
+PenguinHarness protocol. The main entry points::
+
+    import penguin
+    from penguin import protocol as om
+
+    async with penguin.Environment.open(penguin.EnvironmentConfig(workspace_dir=".")) as env:
+        out = await env.call_tool(om.tool_call("read_file", {"file_path": "README.md"}, "c1"))
+
+Subpackages users import: ``penguin.protocol``, ``penguin.config``. Everything else
+is private and may move.
+"""
+
+from __future__ import annotations
+
+from penguin import config as config
+from penguin import protocol as protocol
+from penguin.config import ToolDefinitionConfig as ToolDefinitionConfig
+from penguin.environment import Environment as Environment
+from penguin.environment import EnvironmentClosedError as EnvironmentClosedError
+from penguin.environment import EnvironmentConfig as EnvironmentConfig
+from penguin.environment import Tool as Tool
+from penguin.environment import ToolContext as ToolContext
+from penguin.environment import ToolResult as ToolResult
+from penguin.environment import WorkspaceError as WorkspaceError
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "Environment",
+    "EnvironmentClosedError",
+    "EnvironmentConfig",
+    "Tool",
+    "ToolContext",
+    "ToolDefinitionConfig",
+    "ToolResult",
+    "WorkspaceError",
+    "__version__",
+    "config",
+    "protocol",
+]

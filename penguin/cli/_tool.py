@@ -1,0 +1,156 @@
+"""``penguin tool NAME [JSON_ARGS] [--workspace DIR]``: one tool call, no model.
+
+The call goes through a real Environment, so it gets exactly what a model would get:
+the same framing, limits, notes and error texts. The output is streamed to stdout
+as it arrives; the exit code is 0 when the call ended ``completed`` and 1 otherwise.
+Ctrl-C interrupts the call the way a user interrupt does (the tool is told, the
+output ends with ``[interrupted: tool aborted by user]``); a second Ctrl-C stops at
+once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import trio
+
+from penguin import protocol as om
+from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
+
+__all__ = ["register", "run_tool"]
+
+
+def register(commands: Any) -> None:
+    """Add the ``tool`` subcommand to ``commands`` (an argparse subparsers action)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "tool",
+        help="run one tool call through the Environment (no model needed)",
+        description=(
+            "Run one tool call through a real Environment and stream its output. "
+            "Exit status: 0 when the call completed, 1 otherwise."
+        ),
+        epilog=(
+            "examples:\n"
+            '  penguin tool read_file \'{"file_path": "README.md", "limit": 20}\'\n'
+            '  penguin tool write_file \'{"file_path": "notes/todo.txt", "content": "hi\\n"}\'\n'
+            '  echo \'{"file_path": "a.txt"}\' | penguin tool read_file -\n'
+            "  penguin tool --list"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("name", nargs="?", metavar="NAME", help="the tool to call")
+    parser.add_argument(
+        "arguments",
+        nargs="?",
+        default="{}",
+        metavar="JSON_ARGS",
+        help="the call's arguments as a JSON object (default {}); '-' reads them from stdin",
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path.cwd(),
+        metavar="DIR",
+        help="the workspace relative paths resolve against (default: the current directory)",
+    )
+    parser.add_argument(
+        "--scratchpad",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the full output of truncated calls under DIR/truncated-tool-output/",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the tools this Environment offers and exit"
+    )
+    parser.set_defaults(handler=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.list:
+        return trio.run(_list_tools, args.workspace, sys.stdout)
+    if args.name is None:
+        print("penguin tool: give a tool NAME (or --list to see them)", file=sys.stderr)
+        return 1
+    raw = sys.stdin.read() if args.arguments == "-" else args.arguments
+    return trio.run(run_tool, args.name, raw, args.workspace, args.scratchpad, sys.stdout)
+
+
+async def _list_tools(workspace: Path, out: TextIO) -> int:
+    try:
+        async with Environment.open(EnvironmentConfig(workspace_dir=workspace)) as env:
+            tools = await env.list_tools()
+    except WorkspaceError as exc:
+        print(f"penguin tool: {exc}", file=sys.stderr)
+        return 1
+    width = max((len(t.name) for t in tools), default=0)
+    for tool in tools:
+        summary = tool.description.strip().split("\n", 1)[0]
+        out.write(f"{tool.name:<{width}}  {summary}\n")
+    return 0
+
+
+async def run_tool(
+    name: str,
+    arguments: str,
+    workspace: Path,
+    scratchpad: Path | None,
+    out: TextIO,
+) -> int:
+    """Run one call and stream it to ``out``; return the exit code."""
+    call = om.tool_call(name, arguments, f"cli-{secrets.token_hex(4)}")
+    config = EnvironmentConfig(workspace_dir=workspace, scratchpad_dir=scratchpad)
+    interrupt = trio.Event()
+    try:
+        async with Environment.open(config) as env, trio.open_nursery() as nursery:
+            nursery.start_soon(_interrupt_on_sigint, interrupt, nursery.cancel_scope)
+            final = await _stream(env, call, interrupt, out)
+            nursery.cancel_scope.cancel()
+    except WorkspaceError as exc:
+        print(f"penguin tool: {exc}", file=sys.stderr)
+        return 1
+    if final is None:
+        return 1
+    if final.images:
+        count = len(final.images)
+        print(f"[{count} image{'s' if count != 1 else ''} returned]", file=sys.stderr)
+    return 0 if final.stop_reason == "completed" else 1
+
+
+async def _stream(
+    env: Environment,
+    call: om.OmniMessage[om.ToolCallPayload],
+    interrupt: trio.Event,
+    out: TextIO,
+) -> om.ToolCallOutputPayload | None:
+    last = "\n"
+    final: om.ToolCallOutputPayload | None = None
+    async with env.execute_tool(call, interrupt=interrupt) as stream:
+        async for message in stream:
+            payload = message.payload
+            if message.origin:
+                continue
+            if isinstance(payload, om.PartialToolCallOutputPayload) and payload.output:
+                out.write(payload.output)
+                out.flush()
+                last = payload.output[-1]
+            elif isinstance(payload, om.ToolCallOutputPayload):
+                final = payload
+    if last != "\n":
+        out.write("\n")
+        out.flush()
+    return final
+
+
+async def _interrupt_on_sigint(interrupt: trio.Event, hard_stop: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            if interrupt.is_set():
+                hard_stop.cancel()
+                return
+            interrupt.set()

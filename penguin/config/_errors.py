@@ -1,0 +1,63 @@
+"""The configuration package's one exception.
+
+::
+
+    ValueError
+     └── ConfigError   a configuration file is missing, unreadable, not YAML, or holds a bad value
+
+A :class:`ConfigError` carries where the problem is — ``path``, ``line`` (1-based,
+or None when no line applies) and ``field`` (a dotted path such as
+``tools.builtin[3].timeoutMs``, or None for problems of the whole file) — and its
+message spells all three out in the ``file:line: field: reason`` shape compilers
+use, so an editor can jump to the place::
+
+    system_config.yaml:12: tools.builtin[3].timeoutMs: expected an integer, got "fast"
+
+This module owns the exception only; the readers in this package decide what is an
+error and what (like an invalid MCP server entry) is merely a logged warning.
+Failures to *write* a configuration file are plain :class:`OSError`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["ConfigError", "format_location"]
+
+
+def format_location(path: str, line: int | None, field: str | None) -> str:
+    """The ``file:line: field`` prefix shared by errors and warnings (parts may be absent)."""
+    where = path if line is None else f"{path}:{line}"
+    return where if field is None else f"{where}: {field}"
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used as it is.
+
+    Attributes: ``path`` (the file, as given), ``line`` (1-based or None), ``field``
+    (dotted path of the offending key or None) and ``reason`` (the message without
+    the location).
+    """
+
+    path: str
+    line: int | None
+    field: str | None
+    reason: str
+
+    def __init__(
+        self,
+        reason: str,
+        path: str | os.PathLike[str],
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.path = os.fspath(path)
+        self.line = line
+        self.field = field
+        super().__init__(f"{format_location(self.path, line, field)}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default reduction would call __init__ with the formatted message only.
+        return (type(self), (self.reason, self.path, self.line, self.field))

@@ -1,0 +1,464 @@
+"""The Environment: the tool registry and the one execution contract every call obeys.
+
+``Environment.open(config)`` is an async context manager that owns a nursery for the
+Environment's background work; leaving the block ends all of it. Inside,
+:meth:`Environment.execute_tool` runs one call and streams its messages:
+
+    ``start`` → zero or more ``delta`` → ``stop`` → one complete ``tool_call_output``
+
+plus, in between, any origin-tagged messages of nested sessions, unchanged. It never
+raises into its caller for anything the tool or its arguments did: an unknown tool,
+bad JSON, a tool that raised, timed out or was interrupted all end with the same
+shape and a ``stop_reason``. Only the caller's own cancellation stops it without a
+final message (a hard stop, not an interrupt).
+
+One call is one task with two nested cancel scopes, outermost highest priority: the
+user interrupt, then the deadline. After the tool returns, the scope that fired is
+read once and the outcome is frozen (``_closeout.classify``) before any archive I/O,
+so a late interrupt cannot change a finished call's result.
+
+What this module does not do: decide the text of the final output (``_closeout``),
+hold archived bytes (``_archive``), or know any tool's behaviour (``tools/``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final, Self
+
+import attrs
+import trio
+
+from penguin import protocol as om
+from penguin._concurrency import collapse_single
+from penguin._log import warn
+from penguin.config import (
+    Permission,
+    ToolDefinitionConfig,
+    apply_call_description,
+    default_tools,
+)
+
+from ._archive import save_capture
+from ._closeout import CallOutput, Outcome, classify
+from ._contract import Tool, ToolContext, ToolResult, ToolServices
+from ._errors import EnvironmentClosedError, WorkspaceError
+from .tools.registry import BUILTIN_TOOLS
+
+__all__ = ["Environment", "EnvironmentConfig", "parse_arguments"]
+
+ARCHIVE_DIR_NAME: Final = "truncated-tool-output"
+_STREAM_BUFFER: Final = 32
+"""Messages a call may run ahead of its consumer; bounds memory, keeps handoffs cheap."""
+
+Message = om.OmniMessage[om.Payload]
+Sink = Callable[[Message], Awaitable[None]]
+"""Where a call's messages go: the stream's channel, or call_tool's collector."""
+
+
+def _to_path(value: str | os.PathLike[str]) -> Path:
+    return Path(value)
+
+
+def _to_optional_path(value: str | os.PathLike[str] | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def _to_optional_tools(
+    value: Iterable[ToolDefinitionConfig] | None,
+) -> tuple[ToolDefinitionConfig, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _to_vault(value: Mapping[str, str]) -> Mapping[str, str]:
+    return dict(value)
+
+
+def _to_tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class EnvironmentConfig:
+    """How to open an Environment.
+
+    ``workspace_dir`` is where relative paths resolve and commands start.
+    ``scratchpad_dir`` enables the truncated-output archive (files go to
+    ``<scratchpad_dir>/truncated-tool-output/``). ``tools`` is the configured toolset:
+    ``None`` means the default toolset, ``[]`` no builtin tools. ``vault`` holds
+    variables for command subprocesses. ``custom_tools`` join after the builtins.
+    """
+
+    workspace_dir: Path = attrs.field(converter=_to_path)
+    scratchpad_dir: Path | None = attrs.field(default=None, converter=_to_optional_path)
+    tools: tuple[ToolDefinitionConfig, ...] | None = attrs.field(
+        default=None, converter=_to_optional_tools
+    )
+    vault: Mapping[str, str] = attrs.field(factory=dict, converter=_to_vault)
+    custom_tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
+
+
+def parse_arguments(name: str, raw: str) -> dict[str, Any] | str:
+    """The call's arguments as a dict, or the model-facing failure text (spec 1.4).
+
+    A parsed value that is not an object behaves as ``{}``.
+    """
+    if not raw.strip():
+        return (
+            f'Tool call "{name}" failed: the arguments field is empty. '
+            "Re-issue the call with a complete JSON object."
+        )
+    try:
+        value = _DECODER.decode(raw)
+    except (ValueError, RecursionError) as exc:
+        reason = exc if isinstance(exc, ValueError) else "nested too deeply"
+        return (
+            f'Tool call "{name}" failed: the arguments are not valid JSON ({reason}). '
+            "Re-issue the call with one complete, valid JSON object."
+        )
+    return value if isinstance(value, dict) else {}
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not valid JSON")
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _error_text(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+class Environment:
+    """Runs tool calls under one contract; open it with :meth:`open`."""
+
+    def __init__(
+        self,
+        config: EnvironmentConfig,
+        nursery: trio.Nursery,
+        services: ToolServices,
+        *,
+        _private: object,
+    ) -> None:
+        if _private is not _OPEN_TOKEN:
+            raise TypeError("use `async with Environment.open(config) as env`")
+        self._config = config
+        self._nursery = nursery
+        self._services = services
+        self._closed = False
+        entries = default_tools() if config.tools is None else list(config.tools)
+        self._entries: dict[str, ToolDefinitionConfig] = {}
+        self._tools: dict[str, Tool] = {}
+        for entry in entries:
+            self._entries.setdefault(entry.name, entry)
+            factory = BUILTIN_TOOLS.get(entry.name)
+            if factory is not None and entry.name not in self._tools:
+                self._tools[entry.name] = factory(entry, services)
+        for tool in config.custom_tools:
+            if tool.name in self._tools or tool.name in self._entries:
+                raise ValueError(
+                    f"custom tool {tool.name!r} has the name of a configured builtin tool; "
+                    "rename it, or leave the builtin out of EnvironmentConfig.tools"
+                )
+            self._entries[tool.name] = tool.definition
+            self._tools[tool.name] = tool
+        self._archive_root = (
+            None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
+        )
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: EnvironmentConfig) -> AsyncIterator[Self]:
+        """Open an Environment for ``config``; leaving the block ends its background work.
+
+        Raises :class:`WorkspaceError` when the workspace is not an existing directory.
+        """
+        workspace = config.workspace_dir
+        if not workspace.is_dir():
+            what = "does not exist" if not workspace.exists() else "is not a directory"
+            raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
+        config = attrs.evolve(config, workspace_dir=workspace.resolve())
+        with collapse_single():
+            async with trio.open_nursery() as nursery:
+                env = cls(config, nursery, ToolServices(), _private=_OPEN_TOKEN)
+                try:
+                    yield env
+                finally:
+                    env._closed = True
+                    nursery.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ inspection
+
+    @property
+    def config(self) -> EnvironmentConfig:
+        """The configuration this Environment was opened with (workspace resolved)."""
+        return self._config
+
+    @property
+    def workspace_dir(self) -> Path:
+        """The absolute workspace directory."""
+        return self._config.workspace_dir
+
+    async def list_tools(self) -> list[om.ToolDefinition]:
+        """Model-facing definitions, in configured order, of every executable tool.
+
+        Configured names without an implementation are skipped; ``call_description:
+        false`` entries lose their ``description`` argument; permission, limits and
+        forModel never appear.
+        """
+        await trio.lowlevel.checkpoint()
+        return [
+            apply_call_description(self._tools[name].definition).to_definition()
+            for name in self._tools
+        ]
+
+    def tool_permission(self, name: str) -> Permission | None:
+        """The configured permission of ``name`` (``None`` for unknown or unset)."""
+        entry = self._entries.get(name)
+        return None if entry is None else entry.permission
+
+    # ------------------------------------------------------------------ execution
+
+    @asynccontextmanager
+    async def execute_tool(
+        self,
+        call: om.OmniMessage[om.ToolCallPayload],
+        *,
+        interrupt: trio.Event | None = None,
+        approve: om.ApproveFn | None = None,
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[Message]]:
+        """Run one tool call; iterate the yielded channel for its messages.
+
+        ``interrupt`` ends the call gracefully (``[interrupted: tool aborted by
+        user]``, stop ``aborted``), even when already set: the tool then starts inside
+        an already-cancelled scope. ``approve`` is passed to tools that run nested
+        sessions. Leaving the block before the complete message is a hard stop: the
+        tool is cancelled and nothing more is emitted.
+        """
+        self._check_open()
+        send, receive = trio.open_memory_channel[Message](_STREAM_BUFFER)
+
+        async def sink(message: Message) -> None:
+            try:
+                send.send_nowait(message)
+            except trio.WouldBlock:
+                await send.send(message)
+
+        async def drive() -> None:
+            # The consumer may leave the block early: a hard stop, nothing more to say.
+            with send, contextlib.suppress(trio.BrokenResourceError):
+                await self._run_call(call, interrupt, approve, sink)
+
+        with collapse_single():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drive)
+                with receive:
+                    yield receive
+                nursery.cancel_scope.cancel()
+
+    async def call_tool(
+        self,
+        call: om.OmniMessage[om.ToolCallPayload],
+        *,
+        interrupt: trio.Event | None = None,
+        approve: om.ApproveFn | None = None,
+    ) -> om.OmniMessage[om.ToolCallOutputPayload]:
+        """Run one call to the end and return its complete ``tool_call_output``.
+
+        The same contract as :meth:`execute_tool`, without the stream: the call runs
+        in the caller's task and only its final message is kept.
+        """
+        self._check_open()
+        final: om.OmniMessage[om.ToolCallOutputPayload] | None = None
+
+        async def keep_final(message: Message) -> None:
+            nonlocal final
+            if message.origin is None and om.is_tool_call_output(message):
+                final = message
+
+        await trio.lowlevel.checkpoint()
+        await self._run_call(call, interrupt, approve, keep_final)
+        assert final is not None, "every call ends with a complete tool_call_output"
+        return final
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvironmentClosedError("this Environment is closed; open a new one")
+
+    async def _run_call(
+        self,
+        call: om.OmniMessage[om.ToolCallPayload],
+        interrupt: trio.Event | None,
+        approve: om.ApproveFn | None,
+        sink: Sink,
+    ) -> None:
+        payload = call.payload
+        call_id = payload.tool_call_id
+        await sink(om.partial_tool_call_output("start", "", call_id))
+        tool = self._tools.get(payload.name)
+        if tool is None:
+            await _fail_fast(sink, call_id, f"Unknown tool: {payload.name}")
+            return
+        args = parse_arguments(payload.name, payload.arguments)
+        if isinstance(args, str):
+            await _fail_fast(sink, call_id, args)
+            return
+        await _CallRun(self, tool, call_id, interrupt, approve, sink).run(args)
+
+
+async def _fail_fast(sink: Sink, call_id: str, text: str) -> None:
+    """The four-message failure shape: start (already sent), delta, stop, complete."""
+    await sink(om.partial_tool_call_output("delta", text, call_id))
+    await sink(om.partial_tool_call_output("stop", "", call_id, "failed"))
+    await sink(om.tool_call_output(text, call_id, "failed"))
+
+
+class _CallRun:
+    """One call in flight: its output account, its context and its cancel scopes."""
+
+    def __init__(
+        self,
+        env: Environment,
+        tool: Tool,
+        call_id: str,
+        interrupt: trio.Event | None,
+        approve: om.ApproveFn | None,
+        sink: Sink,
+    ) -> None:
+        self.env = env
+        self.tool = tool
+        self.definition = tool.definition
+        self.call_id = call_id
+        self.interrupt = interrupt
+        self.sink = sink
+        self.output = CallOutput(
+            self.definition.max_output_length, archive=env._archive_root is not None
+        )
+        self.lock = trio.StrictFIFOLock()
+        self.compat_stop: om.StopReason | None = None
+        self.ctx = ToolContext(
+            workspace_dir=env.workspace_dir,
+            tool_call_id=call_id,
+            definition=self.definition,
+            approve=approve,
+            emit=self.emit,
+            forward=self.forward,
+        )
+
+    async def emit(self, text: str) -> None:
+        async with self.lock:
+            visible = self.output.accept(text)
+            if visible:
+                await self.sink(om.partial_tool_call_output("delta", visible, self.call_id))
+                self.output.sent(visible)
+
+    async def forward(self, message: Message) -> None:
+        if message.origin:
+            async with self.lock:
+                await self.sink(message)
+            return
+        payload = message.payload
+        if isinstance(payload, om.PartialToolCallOutputPayload):
+            if payload.event_type == "delta" and payload.output:
+                await self.emit(payload.output)
+            else:
+                await trio.lowlevel.checkpoint()
+            return
+        if isinstance(payload, om.ToolCallOutputPayload):
+            async with self.lock:
+                if not self.output.replace(payload.output):
+                    warn(
+                        f'[penguin] tool "{self.tool.name}" sent a complete output that does '
+                        "not extend the output it already streamed; ignored."
+                    )
+                if self.compat_stop is None:
+                    self.compat_stop = payload.stop_reason
+            return
+        kind = getattr(payload, "type", message.type)
+        warn(
+            f'[penguin] tool "{self.tool.name}" yielded unexpected message type "{kind}"; ignored.'
+        )
+        await trio.lowlevel.checkpoint()
+
+    async def run(self, args: dict[str, Any]) -> None:
+        timeout_ms = self.definition.timeout_ms
+        deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms > 0 else math.inf
+        interrupt_scope = trio.CancelScope()
+        timeout_scope = trio.CancelScope(deadline=deadline)
+        interrupt = self.interrupt
+        if interrupt is None or interrupt.is_set():
+            if interrupt is not None:
+                interrupt_scope.cancel()
+            returned, error = await self._execute(args, interrupt_scope, timeout_scope)
+        else:
+            async with trio.open_nursery() as watcher:
+                watcher.start_soon(_cancel_when_set, interrupt, interrupt_scope)
+                returned, error = await self._execute(args, interrupt_scope, timeout_scope)
+                watcher.cancel_scope.cancel()
+        result = returned if isinstance(returned, ToolResult) else None
+        if returned is not None and result is None:
+            error = TypeError(
+                f"tool returned {type(returned).__name__}, expected a ToolResult or None"
+            )
+        outcome = Outcome(
+            interrupted=self.interrupt is not None and self.interrupt.is_set(),
+            timed_out=timeout_scope.cancel_called,
+            error=None if error is None else _error_text(error),
+            self_report=(result.stop_reason if result else None) or self.compat_stop,
+        )
+        stop_reason, _ = classify(outcome, timeout_ms)  # frozen before any archive I/O
+        archive_note = None
+        capture = self.output.capture
+        if capture is not None and self.env._archive_root is not None:
+            saved = await save_capture(
+                capture, self.env._archive_root, self.tool.name, self.call_id
+            )
+            archive_note = saved.note
+        closing = self.output.close(
+            outcome,
+            timeout_ms=timeout_ms,
+            archive_note=archive_note,
+            note=result.note if result else None,
+            images=result.images if result else (),
+        )
+        assert closing.stop_reason == stop_reason
+        sink, call_id = self.sink, self.call_id
+        for delta in closing.deltas:
+            await sink(om.partial_tool_call_output("delta", delta, call_id))
+        if closing.images:
+            await sink(om.partial_tool_call_output("delta", "", call_id, images=closing.images))
+        await sink(om.partial_tool_call_output("stop", "", call_id, closing.stop_reason))
+        await sink(
+            om.tool_call_output(closing.output, call_id, closing.stop_reason, closing.images)
+        )
+
+    async def _execute(
+        self,
+        args: dict[str, Any],
+        interrupt_scope: trio.CancelScope,
+        timeout_scope: trio.CancelScope,
+    ) -> tuple[object, BaseException | None]:
+        """Run the tool inside the two scopes; return what it returned or raised."""
+        try:
+            with interrupt_scope, timeout_scope:
+                return await self.tool.execute(args, self.ctx), None
+        except Exception as exc:
+            return None, exc
+        return None, None  # a scope caught its own cancellation
+
+
+_OPEN_TOKEN: Final = object()

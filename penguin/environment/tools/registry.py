@@ -1,0 +1,23 @@
+"""The builtin tool registry: tool name -> factory.
+
+A configured entry is executable only when its name is in :data:`BUILTIN_TOOLS`;
+other names are skipped silently (spec 1.10). Factories receive the entry and the
+Environment's :class:`~penguin.environment.ToolServices`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .._contract import ToolFactory
+from .edit_file import EditFileTool
+from .read_file import ReadFileTool
+from .write_file import WriteFileTool
+
+__all__ = ["BUILTIN_TOOLS"]
+
+BUILTIN_TOOLS: Final[dict[str, ToolFactory]] = {
+    "read_file": ReadFileTool,
+    "edit_file": EditFileTool,
+    "write_file": WriteFileTool,
+}

@@ -1,0 +1,169 @@
+"""The write_file tool (spec 3.7): create or overwrite a file atomically.
+
+Owns the argument checks and their texts, the creation of missing parents, the
+atomic write (mode kept on overwrite) and the report: the ``Created``/``Overwrote``
+line and, on an overwrite of a small text file, the diff rendered by :mod:`._diff`.
+It does not own framing, truncation or interrupt handling (the Environment's). All
+file work runs in one worker thread; an interrupt or timeout that arrives before
+the rename abandons the write (a created parent directory may remain).
+
+Decisions where the spec is silent:
+
+- A symlink is written through: the file it points to is replaced and the link
+  stays a link (a dangling link creates its target).
+- An existing path that is neither a regular file nor a directory (FIFO, device,
+  socket) is refused: ``Failed to write "${file_path}": it is not a regular file
+  (a FIFO).``
+- The previous content is read for the diff only when it is at most 1 MiB; if it
+  cannot be read, the write still happens and no diff is shown. It is decoded
+  lossily; if the bytes differ but the decoded texts are equal (only possible for a
+  file that was not valid UTF-8), no diff line is shown.
+- Lone surrogates in ``content`` are written as U+FFFD (what the reference writes)
+  and counted as such in the byte count.
+- The diff's "total chars" is the whole output: first line, newline, hunks.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from typing import Any, Final, final
+
+import trio
+
+from penguin.config import ToolDefinitionConfig
+
+from .._contract import ToolContext, ToolResult, ToolServices
+from ._diff import render_write_diff
+from ._files import (
+    Outcome,
+    count_cat_lines,
+    decode_lossy,
+    describe_error,
+    is_missing_error,
+    make_parent_dirs,
+    non_regular_kind,
+    plural,
+    resolve_path,
+    sanitize_text,
+    write_atomically,
+)
+
+__all__ = ["WriteFileTool", "write_file_blocking"]
+
+DEFAULT_BUDGET: Final = 16000
+DIFF_SOURCE_LIMIT: Final = 1024 * 1024
+
+
+def _read_previous(path: str) -> bytes | None:
+    """The old content for the diff, or ``None`` (too large, unreadable, not regular)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        size = 0
+        while size <= DIFF_SOURCE_LIMIT and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks) if size <= DIFF_SOURCE_LIMIT else None
+
+
+def write_file_blocking(
+    *,
+    workspace: str,
+    file_path: str,
+    content: str,
+    budget: int,
+    before_commit: Callable[[], None] | None = None,
+) -> Outcome:
+    """Everything of a write_file call after the argument checks; blocking."""
+    resolved = resolve_path(workspace, file_path)
+    try:
+        info: os.stat_result | None = os.stat(resolved)
+    except OSError as exc:
+        if not is_missing_error(exc):
+            return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
+        info = None
+    except ValueError as exc:
+        return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            return Outcome(f'Cannot write "{file_path}": it is a directory.', failed=True)
+        kind = non_regular_kind(info.st_mode)
+        if kind is not None:
+            return Outcome(
+                f'Failed to write "{file_path}": it is not a regular file ({kind}).',
+                failed=True,
+            )
+    target = os.path.realpath(resolved)
+    previous = None
+    if info is not None and info.st_size <= DIFF_SOURCE_LIMIT:
+        previous = _read_previous(target)
+    text = sanitize_text(content)
+    data = text.encode("utf-8")
+    try:
+        make_parent_dirs(target)
+        write_atomically(
+            target,
+            data,
+            mode=None if info is None else stat.S_IMODE(info.st_mode),
+            before_commit=before_commit,
+        )
+    except OSError as exc:
+        return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
+    verb = "Created" if info is None else "Overwrote"
+    first_line = (
+        f'{verb} "{file_path}" ({plural(count_cat_lines(text), "line")}, '
+        f"{plural(len(data), 'byte')})."
+    )
+    if previous is None or b"\0" in previous:
+        return Outcome(first_line)
+    if previous == data:
+        return Outcome(f"{first_line}\n(content unchanged)")
+    old_text = decode_lossy(previous)
+    if old_text == text:
+        return Outcome(first_line)
+    diff = render_write_diff(old_text, text, first_line=first_line, budget=budget)
+    return Outcome(f"{first_line}\n{diff}" if diff else first_line)
+
+
+@final
+class WriteFileTool:
+    """write_file: create a file, or replace its whole content."""
+
+    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
+        """Build the tool from its configured entry (``services`` are not needed)."""
+        self.definition = definition
+        self.name = definition.name
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        """Run one call; the output is always exactly one delta."""
+        file_path = args.get("file_path")
+        content = args.get("content")
+        if not isinstance(file_path, str) or not file_path:
+            await ctx.emit(f'Missing required argument "file_path" for {self.name}.')
+            return ToolResult(stop_reason="failed")
+        if not isinstance(content, str):
+            await ctx.emit(f'Missing required argument "content" for {self.name}.')
+            return ToolResult(stop_reason="failed")
+        configured = ctx.definition.max_output_length
+        outcome = await trio.to_thread.run_sync(
+            lambda: write_file_blocking(
+                workspace=os.path.abspath(ctx.workspace_dir),
+                file_path=file_path,
+                content=content,
+                budget=configured if configured > 0 else DEFAULT_BUDGET,
+                before_commit=trio.from_thread.check_cancelled,
+            )
+        )
+        await ctx.emit(outcome.text)
+        return ToolResult(stop_reason="failed") if outcome.failed else None

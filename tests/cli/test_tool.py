@@ -1,0 +1,90 @@
+"""``penguin tool``: one call through a real Environment, run as a real process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+
+async def penguin(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [sys.executable, "-m", "penguin", *args],
+        cwd=cwd,
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+
+
+async def test_read_file_streams_the_output_and_exits_0(tmp_path: Path) -> None:
+    await trio.Path(tmp_path / "notes.txt").write_text("alpha\nbeta\n")
+    done = await penguin("tool", "read_file", '{"file_path": "notes.txt"}', cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "     1\talpha\n     2\tbeta\n"
+
+
+async def test_workspace_option_and_arguments_from_stdin(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    await trio.Path(workspace).mkdir()
+    done = await penguin(
+        "tool",
+        "write_file",
+        "-",
+        "--workspace",
+        str(workspace),
+        cwd=tmp_path,
+        stdin=b'{"file_path": "sub/new.txt", "content": "hi\\n"}',
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == 'Created "sub/new.txt" (1 line, 3 bytes).\n'
+    assert await trio.Path(workspace / "sub" / "new.txt").read_text() == "hi\n"
+
+
+async def test_a_failed_call_exits_1_with_the_models_message(tmp_path: Path) -> None:
+    done = await penguin("tool", "read_file", '{"file_path": "missing.txt"}', cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.decode().startswith('File not found: "missing.txt".')
+
+
+async def test_unknown_tool_gets_the_same_message_the_model_would(tmp_path: Path) -> None:
+    done = await penguin("tool", "nope", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.decode() == "Unknown tool: nope\n"
+
+
+async def test_bad_json_gets_the_same_message_the_model_would(tmp_path: Path) -> None:
+    done = await penguin("tool", "read_file", "{oops", cwd=tmp_path)
+    assert done.returncode == 1
+    out = done.stdout.decode()
+    assert out.startswith('Tool call "read_file" failed: the arguments are not valid JSON (')
+    assert out.endswith("Re-issue the call with one complete, valid JSON object.\n")
+
+
+async def test_list_shows_the_tools(tmp_path: Path) -> None:
+    done = await penguin("tool", "--list", cwd=tmp_path)
+    assert done.returncode == 0
+    names = [line.split()[0] for line in done.stdout.decode().splitlines()]
+    assert names[:3] == ["read_file", "edit_file", "write_file"]
+
+
+async def test_missing_workspace_is_a_clear_error(tmp_path: Path) -> None:
+    done = await penguin("tool", "read_file", "{}", "--workspace", "nowhere", cwd=tmp_path)
+    assert done.returncode == 1
+    assert b"workspace 'nowhere' does not exist" in done.stderr
+    assert done.stdout == b""
+
+
+async def test_no_tool_name_is_a_usage_error(tmp_path: Path) -> None:
+    done = await penguin("tool", cwd=tmp_path)
+    assert done.returncode == 1
+    assert b"give a tool NAME" in done.stderr
+
+
+async def test_no_command_prints_help(tmp_path: Path) -> None:
+    done = await penguin(cwd=tmp_path)
+    assert done.returncode == 1
+    assert b"usage: penguin" in done.stderr
