@@ -116,6 +116,14 @@ async def bench_overhead(calls: int, workdir: Path) -> None:
             await env.call_tool(call)
             samples.append(time.perf_counter_ns() - start)
 
+        streamed = []
+        for _ in range(calls):
+            start = time.perf_counter_ns()
+            async with env.execute_tool(call) as stream:
+                async for _message in stream:
+                    pass
+            streamed.append(time.perf_counter_ns() - start)
+
     async def emit(text: str) -> None:
         await trio.lowlevel.checkpoint()
 
@@ -142,6 +150,10 @@ async def bench_overhead(calls: int, workdir: Path) -> None:
     base = statistics.median(direct) / 1000
     print(f"(b) call_tool on a no-op custom tool, {calls:,} calls")
     print(f"    call_tool      median {median:7.1f} us   p99 {p99:7.1f} us")
+    stream_median = statistics.median(streamed) / 1000
+    print(
+        f"    execute_tool   median {stream_median:7.1f} us   (the streaming path, for reference)"
+    )
     print(f"    direct execute median {base:7.1f} us")
     print(f"    overhead       {median - base:7.1f} us per call ({median / base:.0f} x)")
     print(f"    {_verdict(median < 150)} target: median < 150 us")

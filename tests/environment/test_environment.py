@@ -814,3 +814,10 @@ def test_property_closeout_of_any_call(
     visible = "".join(plan.deltas)
     if plan.limit > 0 and len(visible) > plan.limit:
         assert final.output.startswith(visible[: plan.limit] + "\n[output truncated: exceeded ")
+
+
+async def test_0_4_limits_count_code_points(tmp_path: Path) -> None:
+    tool = ScriptTool(emits("😀" * 3, "é" * 3), max_output_length=4)
+    async with penguin.Environment.open(config(tmp_path, tool)) as env:
+        out = await env.call_tool(script_call())
+    assert out.payload.output == "😀😀😀é\n[output truncated: exceeded 4 chars]"

@@ -1,0 +1,41 @@
+"""Argument rules shared by several builtin tools (spec 3.0).
+
+Tools never read their JSON Schema: each coerces its own arguments with these
+helpers, so the model gets the same leniency and the same messages everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+__all__ = ["MIN_YIELD_TIME_MS", "clamp_yield_time_ms", "finite_number"]
+
+MIN_YIELD_TIME_MS: Final = 250
+"""The shortest collect window a tool accepts."""
+
+_TIMEOUT_MARGIN_MS: Final = 1000
+"""How long before the Environment's timeout a window must end, to report in time."""
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a float when it is a finite JSON number (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def clamp_yield_time_ms(value: object, default: int, timeout_ms: int) -> float:
+    """The collect window of exec_command, input_command, run_subagent, input_subagent.
+
+    Spec 3.0.3: a value that is not a finite number gives ``default`` (a numeric
+    string too); the window is at least 250 ms; when the tool has a timeout, the
+    window ends a second before it (but never under 250 ms), so the tool can report
+    before the Environment times the call out.
+    """
+    number = finite_number(value)
+    window = max(float(default) if number is None else number, MIN_YIELD_TIME_MS)
+    if timeout_ms > 0:
+        window = min(window, max(timeout_ms - _TIMEOUT_MARGIN_MS, MIN_YIELD_TIME_MS))
+    return window
