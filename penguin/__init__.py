@@ -16,8 +16,11 @@ is private and may move.
 
 from __future__ import annotations
 
+from penguin import approval as approval
 from penguin import config as config
+from penguin import llm as llm
 from penguin import protocol as protocol
+from penguin import trace as trace
 from penguin.config import ToolDefinitionConfig as ToolDefinitionConfig
 from penguin.environment import Environment as Environment
 from penguin.environment import EnvironmentClosedError as EnvironmentClosedError
@@ -39,6 +42,9 @@ __all__ = [
     "ToolResult",
     "WorkspaceError",
     "__version__",
+    "approval",
     "config",
+    "llm",
     "protocol",
+    "trace",
 ]

@@ -7,7 +7,16 @@ import inspect
 
 import pytest
 
-PUBLIC_MODULES = ["penguin", "penguin.protocol", "penguin.config", "penguin.environment"]
+PUBLIC_MODULES = [
+    "penguin",
+    "penguin.protocol",
+    "penguin.config",
+    "penguin.environment",
+    "penguin.approval",
+    "penguin.trace",
+    "penguin.llm",
+    "penguin.llm.testing",
+]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)

@@ -106,6 +106,7 @@ async def run_tool(
     call = om.tool_call(name, arguments, f"cli-{secrets.token_hex(4)}")
     config = EnvironmentConfig(workspace_dir=workspace, scratchpad_dir=scratchpad)
     interrupt = trio.Event()
+    final: om.ToolCallOutputPayload | None = None  # stays None after a hard stop
     try:
         async with Environment.open(config) as env, trio.open_nursery() as nursery:
             nursery.start_soon(_interrupt_on_sigint, interrupt, nursery.cancel_scope)

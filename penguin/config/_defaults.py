@@ -85,9 +85,11 @@ Run a shell command line with bash, in the user's login environment (like \
 were written.
 
 The command runs in `workdir`, or the current working directory (the workspace) \
-when that is not given. It has no terminal: stdin is a pipe, so interactive programs \
-see no TTY, and pagers, colors and git's editor and password prompts are switched \
-off.
+when that is not given. By default it has no terminal: stdin is a pipe, so \
+interactive programs see no TTY, and pagers, colors and git's editor and password \
+prompts are switched off. Set `tty` to true for a program that needs a terminal (a \
+REPL, a password prompt read with `read -s`): it then runs on a pseudo-terminal, and \
+the terminal echoes what input_command types.
 
 The call waits up to `yield_time_ms` (60000 unless given) for the command to exit. \
 A non-zero exit code or a terminating signal is reported at the end of the output \
@@ -327,6 +329,10 @@ def default_tools() -> list[ToolDefinitionConfig]:
                     "run_in_background": _boolean(
                         "Return at once with a process_id and report the command's completion "
                         "later in a message of its own. Defaults to false."
+                    ),
+                    "tty": _boolean(
+                        "Run the command on a pseudo-terminal (its controlling terminal) "
+                        "instead of pipes, for programs that need one. Defaults to false."
                     ),
                 },
                 ["description", "cmd"],

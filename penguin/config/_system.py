@@ -50,6 +50,7 @@ from ._yaml import (
     reject_unknown_keys,
     round_trip_yaml,
     to_json_value,
+    warn_unknown_keys,
     write_text_atomically,
 )
 
@@ -232,6 +233,7 @@ def load_system_config(path: str | os.PathLike[str]) -> AgentConfig:
     mcp_servers: tuple[McpServerConfig, ...] = ()
     if (tools := _present(root, "tools")) is not None:
         expect_mapping(tools, "a mapping with builtin and/or mcpServers")
+        warn_unknown_keys(tools, ("builtin", "mcpServers"))
         if "builtin" in tools.value:
             builtin = _parse_builtin(tools.child("builtin"))
         if "mcpServers" in tools.value:

@@ -30,6 +30,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import TaggedScalar
 from ruamel.yaml.scalarbool import ScalarBoolean
 
+from penguin._log import warn
+
 from ._errors import ConfigError
 
 __all__ = [
@@ -186,6 +188,14 @@ def _squashed(key: str) -> str:
     return key.replace("_", "").replace("-", "").lower()
 
 
+def _unknown_key_reason(key: object, allowed: Collection[str]) -> str:
+    spelled = str(key)
+    hint = [known for known in allowed if _squashed(known) == _squashed(spelled)]
+    hint = hint or difflib.get_close_matches(spelled, list(allowed), n=1, cutoff=0.75)
+    suggestion = f'; did you mean "{hint[0]}"?' if hint else ""
+    return f"unknown key (allowed keys: {', '.join(allowed)}){suggestion}"
+
+
 def reject_unknown_keys(node: Located, allowed: Collection[str]) -> None:
     """Fail at the first key of the mapping ``node`` that is not in ``allowed``.
 
@@ -193,13 +203,20 @@ def reject_unknown_keys(node: Located, allowed: Collection[str]) -> None:
     of one (``timeout_ms`` for ``timeoutMs``), names the likely intended key.
     """
     for key, child in node.children():
-        if isinstance(key, str) and key in allowed:
-            continue
-        spelled = str(key)
-        hint = [known for known in allowed if _squashed(known) == _squashed(spelled)]
-        hint = hint or difflib.get_close_matches(spelled, list(allowed), n=1, cutoff=0.75)
-        suggestion = f'; did you mean "{hint[0]}"?' if hint else ""
-        child.fail(f"unknown key (allowed keys: {', '.join(allowed)}){suggestion}")
+        if not (isinstance(key, str) and key in allowed):
+            child.fail(_unknown_key_reason(key, allowed))
+
+
+def warn_unknown_keys(node: Located, allowed: Collection[str]) -> None:
+    """Log (not fail) every key of ``node`` outside ``allowed``, with the same hint.
+
+    For sections a later version may extend: the file stays usable, and a
+    misspelling is still pointed out with its file, line and field.
+    """
+    for key, child in node.children():
+        if not (isinstance(key, str) and key in allowed):
+            reason = _unknown_key_reason(key, allowed)
+            warn(str(ConfigError(f"{reason}; ignored", child.path, child.line, child.field)))
 
 
 def to_json_value(node: Located) -> Any:

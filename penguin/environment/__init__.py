@@ -15,11 +15,19 @@ from ._environment import Environment as Environment
 from ._environment import EnvironmentConfig as EnvironmentConfig
 from ._errors import EnvironmentClosedError as EnvironmentClosedError
 from ._errors import WorkspaceError as WorkspaceError
+from .supervisor import BackgroundCommand as BackgroundCommand
+from .supervisor import BackgroundReport as BackgroundReport
+from .supervisor import ProxyInject as ProxyInject
+from .supervisor import ProxyPolicy as ProxyPolicy
 
 __all__ = [
+    "BackgroundCommand",
+    "BackgroundReport",
     "Environment",
     "EnvironmentClosedError",
     "EnvironmentConfig",
+    "ProxyInject",
+    "ProxyPolicy",
     "Tool",
     "ToolContext",
     "ToolFactory",

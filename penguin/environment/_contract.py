@@ -22,12 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from penguin.config import ToolDefinitionConfig
 from penguin.protocol import ApproveFn, OmniMessage, Payload, StopReason
+
+if TYPE_CHECKING:
+    from .supervisor import CommandSupervisor
 
 __all__ = ["Tool", "ToolContext", "ToolFactory", "ToolResult", "ToolServices"]
 
@@ -78,7 +81,7 @@ class ToolServices:
     a tool that needs a missing one answers with its "unavailable" message.
     """
 
-    commands: Any | None = None
+    commands: CommandSupervisor | None = None
     subagents: Any | None = None
     subagent_runner: Any | None = None
     vision: Any | None = None

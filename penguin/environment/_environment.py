@@ -27,6 +27,8 @@ import contextlib
 import json
 import math
 import os
+import resource
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -49,6 +51,13 @@ from ._archive import save_capture
 from ._closeout import CallOutput, Outcome, classify
 from ._contract import Tool, ToolContext, ToolResult, ToolServices
 from ._errors import EnvironmentClosedError, WorkspaceError
+from .supervisor import (
+    BackgroundCommand,
+    BackgroundReport,
+    CommandSupervisor,
+    ProxyPolicy,
+    resolve_shell,
+)
 from .tools.registry import BUILTIN_TOOLS
 
 __all__ = ["Environment", "EnvironmentConfig", "parse_arguments"]
@@ -92,7 +101,11 @@ class EnvironmentConfig:
     ``scratchpad_dir`` enables the truncated-output archive (files go to
     ``<scratchpad_dir>/truncated-tool-output/``). ``tools`` is the configured toolset:
     ``None`` means the default toolset, ``[]`` no builtin tools. ``vault`` holds
-    variables for command subprocesses. ``custom_tools`` join after the builtins.
+    variables for command subprocesses (they override the host's, never the
+    hardened ones). ``proxy_policy`` is ``None`` (pass the host's proxy variables
+    through), ``"strip"``, a :class:`~penguin.environment.ProxyInject`, or a
+    callable returning one of those, re-read at every spawn. ``custom_tools`` join
+    after the builtins.
     """
 
     workspace_dir: Path = attrs.field(converter=_to_path)
@@ -102,6 +115,15 @@ class EnvironmentConfig:
     )
     vault: Mapping[str, str] = attrs.field(factory=dict, converter=_to_vault)
     custom_tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
+    proxy_policy: ProxyPolicy | Callable[[], ProxyPolicy] = None
+
+
+def _raise_open_file_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit: many sessions hold many pipes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def parse_arguments(name: str, raw: str) -> dict[str, Any] | str:
@@ -168,7 +190,17 @@ class Environment:
             factory = BUILTIN_TOOLS.get(entry.name)
             if factory is not None and entry.name not in self._tools:
                 self._tools[entry.name] = factory(entry, services)
+        custom_names: set[str] = set()
         for tool in config.custom_tools:
+            if tool.name != tool.definition.name:
+                raise ValueError(
+                    f"custom tool {tool.name!r} has definition.name "
+                    f"{tool.definition.name!r}; the model calls a tool by its definition's "
+                    "name, so the two must be equal"
+                )
+            if tool.name in custom_names:
+                raise ValueError(f"two custom tools are named {tool.name!r}")
+            custom_names.add(tool.name)
             if tool.name in self._tools or tool.name in self._entries:
                 raise ValueError(
                     f"custom tool {tool.name!r} has the name of a configured builtin tool; "
@@ -192,13 +224,23 @@ class Environment:
             what = "does not exist" if not workspace.exists() else "is not a directory"
             raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
         config = attrs.evolve(config, workspace_dir=workspace.resolve())
+        _raise_open_file_limit()
+        policy = config.proxy_policy
         with collapse_single():
             async with trio.open_nursery() as nursery:
-                env = cls(config, nursery, ToolServices(), _private=_OPEN_TOKEN)
+                commands = CommandSupervisor(
+                    nursery,
+                    tag=f"env-{secrets.token_hex(6)}",
+                    vault=config.vault,
+                    proxy=policy if callable(policy) else lambda: policy,
+                    shell=resolve_shell(os.environ),
+                )
+                env = cls(config, nursery, ToolServices(commands=commands), _private=_OPEN_TOKEN)
                 try:
                     yield env
                 finally:
                     env._closed = True
+                    await commands.aclose()
                     nursery.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ inspection
@@ -225,6 +267,44 @@ class Environment:
             apply_call_description(self._tools[name].definition).to_definition()
             for name in self._tools
         ]
+
+    # ------------------------------------------------------------------ background work
+
+    @property
+    def background_reports(self) -> trio.MemoryReceiveChannel[BackgroundReport]:
+        """Completion reports of background commands (spec 3.13), in order.
+
+        Reports wait here until read (a listener may attach late); none arrive after
+        the Environment closed. ``report.text()`` is the harness message for the model.
+        """
+        return self._commands.reports
+
+    def take_background_reports(self) -> list[BackgroundReport]:
+        """Every report waiting right now, without blocking."""
+        taken = []
+        while True:
+            try:
+                taken.append(self._commands.reports.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return taken
+
+    def list_background_commands(self) -> list[BackgroundCommand]:
+        """Registered command sessions, in registration order, exited ones included."""
+        return self._commands.list()
+
+    async def kill_background_command(self, process_id: str) -> bool:
+        """End one registered command (no report); ``False`` if the id is unknown."""
+        return await self._commands.kill_by_id(process_id)
+
+    async def probe_background_command_services(self) -> None:
+        """Refresh the service URLs of running commands that printed none (4.14)."""
+        await self._commands.probe_services()
+
+    @property
+    def _commands(self) -> CommandSupervisor:
+        commands = self._services.commands
+        assert commands is not None
+        return commands
 
     def tool_permission(self, name: str) -> Permission | None:
         """The configured permission of ``name`` (``None`` for unknown or unset)."""

@@ -328,6 +328,13 @@ _encode: Final[Callable[[Any], str]] = json.JSONEncoder(
 ).encode
 
 
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not valid JSON")
+
+
+_DECODE: Final[Callable[[str], Any]] = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
 def dumps(message: OmniMessage[Payload]) -> str:
     """One-line compact JSON (no trailing newline), identical in shape to the wire format."""
     return _encode(to_dict(message))
@@ -336,7 +343,7 @@ def dumps(message: OmniMessage[Payload]) -> str:
 def loads(line: str | bytes) -> OmniMessage[Payload]:
     """Parse one JSON text into a message; raise :class:`ProtocolError` on bad input."""
     try:
-        data = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = _DECODE(line if isinstance(line, str) else line.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"malformed JSON: {exc}") from None
     return from_dict(data)

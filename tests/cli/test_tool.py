@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import trio
 
 
@@ -88,3 +90,39 @@ async def test_no_command_prints_help(tmp_path: Path) -> None:
     done = await penguin(cwd=tmp_path)
     assert done.returncode == 1
     assert b"usage: penguin" in done.stderr
+
+
+async def test_ctrl_c_interrupts_the_call_and_leaves_nothing_running(tmp_path: Path) -> None:
+    args = (
+        '{"description": "wait", "cmd": "echo ready $PENGUIN_OWNER; sleep 30", '
+        '"yield_time_ms": 60000}'
+    )
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "penguin", "tool", "exec_command", args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    output = b""
+    with trio.fail_after(30):
+        while b"\n" not in output:
+            output += await process.stdout.receive_some()
+        process.send_signal(signal.SIGINT)
+        async for chunk in process.stdout:
+            output += chunk
+        code = await process.wait()
+    owner = output.decode().split("\n", 1)[0].removeprefix("ready ")
+    assert code == 1
+    assert output.decode() == f"ready {owner}\n\n[interrupted: tool aborted by user]\n"
+    assert [p for p in psutil.process_iter() if _alive_with_owner(p, owner)] == []
+
+
+def _alive_with_owner(process: psutil.Process, owner: str) -> bool:
+    try:
+        return (
+            process.environ().get("PENGUIN_OWNER") == owner
+            and process.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.Error:
+        return False

@@ -57,6 +57,7 @@ SPEC_TABLE: list[tuple[str, list[tuple[str, str]], list[str], str, int, int]] = 
             ("workdir", "string"),
             ("yield_time_ms", "number"),
             ("run_in_background", "boolean"),
+            ("tty", "boolean"),  # beyond the reference: issue 3
         ],
         ["description", "cmd"],
         "rw",

@@ -32,6 +32,7 @@ def test_6_3_call_description_false_drops_property() -> None:
         "workdir",
         "yield_time_ms",
         "run_in_background",
+        "tty",
     ]
     assert shown.parameters["required"] == ["cmd"]
     assert shown.parameters["type"] == "object"

@@ -642,3 +642,17 @@ def test_6_2_anchored_values_are_read_like_plain_ones(tmp_path: Path) -> None:
     assert first.parameters is not second.parameters
     assert first.parameters is not None
     assert first.parameters["properties"]["flag"]["default"] is True
+
+
+def test_6_2_misspelled_tools_key_is_pointed_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "system_config.yaml"
+    path.write_text("tools:\n  buitin: []\n")
+    config = load_system_config(path)
+    assert config.builtin_tools is None
+    [line] = [r.getMessage() for r in caplog.records if r.name == "penguin"]
+    assert line == (
+        f"{path}:2: tools.buitin: unknown key (allowed keys: builtin, mcpServers); "
+        'did you mean "builtin"?; ignored'
+    )

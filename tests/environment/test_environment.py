@@ -821,3 +821,22 @@ async def test_0_4_limits_count_code_points(tmp_path: Path) -> None:
     async with penguin.Environment.open(config(tmp_path, tool)) as env:
         out = await env.call_tool(script_call())
     assert out.payload.output == "😀😀😀é\n[output truncated: exceeded 4 chars]"
+
+
+async def test_custom_tool_name_must_match_its_definition(tmp_path: Path) -> None:
+    @attrs.define
+    class Renamed(ScriptTool):
+        @property
+        def definition(self) -> penguin.ToolDefinitionConfig:
+            return attrs.evolve(super().definition, name="other")
+
+    with pytest.raises(ValueError, match=r"definition\.name 'other'"):
+        async with penguin.Environment.open(config(tmp_path, Renamed(emits("x")))):
+            pass  # pragma: no cover
+
+
+async def test_two_custom_tools_may_not_share_a_name(tmp_path: Path) -> None:
+    twins = (ScriptTool(emits("a")), ScriptTool(emits("b")))
+    with pytest.raises(ValueError, match="two custom tools are named 'script'"):
+        async with penguin.Environment.open(config(tmp_path, *twins)):
+            pass  # pragma: no cover

@@ -188,3 +188,13 @@ def test_empty_origin_is_this_session() -> None:
     message = om.loads(line)
     assert message.origin is None
     assert "origin" not in om.to_dict(message)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_constants_are_malformed(constant: str) -> None:
+    line = (
+        '{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":"user",'
+        f'"text":"x","fidelity":{{"a":{constant}}}}}}}'
+    )
+    with pytest.raises(om.ProtocolError, match=f"malformed JSON: {constant} is not valid JSON"):
+        om.loads(line)

@@ -1,15 +1,24 @@
-"""Argument rules shared by several builtin tools (spec 3.0).
+"""Argument rules and the failure shape shared by the builtin tools (spec 3.0).
 
 Tools never read their JSON Schema: each coerces its own arguments with these
-helpers, so the model gets the same leniency and the same messages everywhere.
+helpers, so the model gets the same leniency and the same messages everywhere. A
+failure is one text delta and a returned ``failed`` (3.0.2): :func:`fail`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["MIN_YIELD_TIME_MS", "clamp_yield_time_ms", "finite_number"]
+from .._contract import ToolContext, ToolResult
+
+__all__ = [
+    "MIN_YIELD_TIME_MS",
+    "clamp_yield_time_ms",
+    "fail",
+    "finite_number",
+    "required_string",
+]
 
 MIN_YIELD_TIME_MS: Final = 250
 """The shortest collect window a tool accepts."""
@@ -39,3 +48,15 @@ def clamp_yield_time_ms(value: object, default: int, timeout_ms: int) -> float:
     if timeout_ms > 0:
         window = min(window, max(timeout_ms - _TIMEOUT_MARGIN_MS, MIN_YIELD_TIME_MS))
     return window
+
+
+def required_string(args: dict[str, Any], key: str) -> str | None:
+    """``args[key]`` when it is a non-empty string, else ``None``."""
+    value = args.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+async def fail(ctx: ToolContext, text: str) -> ToolResult:
+    """Report a failure the way every builtin does: one delta, stop ``failed``."""
+    await ctx.emit(text)
+    return ToolResult(stop_reason="failed")

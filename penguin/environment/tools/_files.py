@@ -46,6 +46,7 @@ import attrs
 
 __all__ = [
     "LINE_DISPLAY_LIMIT",
+    "SECRET_FILE_NAMES",
     "Outcome",
     "compose_hint",
     "count_cat_lines",
@@ -57,8 +58,10 @@ __all__ = [
     "non_regular_kind",
     "path_hint",
     "plural",
+    "refuse_secret_store",
     "resolve_path",
     "sanitize_text",
+    "secret_store_name",
     "split_lines_keepends",
     "temp_path_for",
     "truncate_line",
@@ -345,3 +348,39 @@ def write_atomically(
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+SECRET_FILE_NAMES: Final = frozenset({".vault.toml", ".project_config.toml"})
+"""Basenames of the stores that hold the user's keys (spec 3.5.3)."""
+
+
+def secret_store_name(resolved: str) -> str | None:
+    """The lowercased store name when ``resolved`` or its real path is a secret store.
+
+    Case variants and symlinks to a store count, and so does a store-named symlink to
+    an ordinary file: the name alone is enough to refuse.
+    """
+    lexical = os.path.basename(resolved).lower()
+    if lexical in SECRET_FILE_NAMES:
+        return lexical
+    try:
+        real = os.path.basename(os.path.realpath(resolved)).lower()
+    except (OSError, ValueError):
+        return None
+    return real if real in SECRET_FILE_NAMES else None
+
+
+def refuse_secret_store(verb: str, file_path: str, resolved: str) -> Outcome | None:
+    """The refusal of spec 3.5.3 for ``verb`` (read; also edit and write), or ``None``.
+
+    The spec guards read_file only; edit_file and write_file are guarded too,
+    because their diffs would show the store's content to the model just the same.
+    """
+    store = secret_store_name(resolved)
+    if store is None:
+        return None
+    return Outcome(
+        f'Refusing to {verb} "{file_path}": {store} holds the user\'s secrets and must '
+        "never enter the conversation.",
+        failed=True,
+    )

@@ -40,6 +40,7 @@ from ._files import (
     non_regular_kind,
     path_hint,
     plural,
+    refuse_secret_store,
     resolve_path,
     sanitize_text,
     write_atomically,
@@ -122,6 +123,9 @@ def edit_file_blocking(
     ``old`` and ``new`` must be free of lone surrogates (see :func:`sanitize_text`).
     """
     resolved = resolve_path(workspace, file_path)
+    refusal = refuse_secret_store("edit", file_path, resolved)
+    if refusal is not None:
+        return refusal
     try:
         info = os.stat(resolved)
     except OSError as exc:

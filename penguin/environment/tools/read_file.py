@@ -53,6 +53,7 @@ from ._files import (
     non_regular_kind,
     path_hint,
     plural,
+    refuse_secret_store,
     resolve_path,
     truncate_line,
 )
@@ -76,7 +77,6 @@ DEFAULT_OFFSET: Final = 1
 DEFAULT_LIMIT: Final = 2000
 DEFAULT_BUDGET: Final = 64000
 BUDGET_RESERVE: Final = 256
-SECRET_FILE_NAMES: Final = frozenset({".vault.toml", ".project_config.toml"})
 
 _NEWLINE_BLOCK: Final = 4096
 _JS_WHITESPACE: Final = (
@@ -445,17 +445,6 @@ def render_window(
 # --- the blocking part and the tool -------------------------------------------------------
 
 
-def _secret_name(resolved: str) -> str | None:
-    lexical = os.path.basename(resolved).lower()
-    if lexical in SECRET_FILE_NAMES:
-        return lexical
-    try:
-        real = os.path.basename(os.path.realpath(resolved)).lower()
-    except (OSError, ValueError):
-        return None
-    return real if real in SECRET_FILE_NAMES else None
-
-
 def _not_regular(file_path: str, kind: str) -> Outcome:
     return Outcome(
         f'Failed to read "{file_path}": it is not a regular file ({kind}). '
@@ -475,13 +464,9 @@ def read_file_blocking(
 ) -> Outcome:
     """Everything of a read_file call after argument checks; blocking (one worker thread)."""
     resolved = resolve_path(workspace, file_path)
-    secret = _secret_name(resolved)
-    if secret is not None:
-        return Outcome(
-            f'Refusing to read "{file_path}": {secret} holds the user\'s secrets and must '
-            "never enter the conversation.",
-            failed=True,
-        )
+    refusal = refuse_secret_store("read", file_path, resolved)
+    if refusal is not None:
+        return refusal
     try:
         info = os.stat(resolved)
     except OSError as exc:

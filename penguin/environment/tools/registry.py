@@ -11,6 +11,9 @@ from typing import Final
 
 from .._contract import ToolFactory
 from .edit_file import EditFileTool
+from .exec_command import ExecCommandTool
+from .input_command import InputCommandTool
+from .kill_command import KillCommandTool
 from .read_file import ReadFileTool
 from .write_file import WriteFileTool
 
@@ -20,4 +23,7 @@ BUILTIN_TOOLS: Final[dict[str, ToolFactory]] = {
     "read_file": ReadFileTool,
     "edit_file": EditFileTool,
     "write_file": WriteFileTool,
+    "exec_command": ExecCommandTool,
+    "input_command": InputCommandTool,
+    "kill_command": KillCommandTool,
 }

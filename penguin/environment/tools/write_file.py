@@ -45,6 +45,7 @@ from ._files import (
     make_parent_dirs,
     non_regular_kind,
     plural,
+    refuse_secret_store,
     resolve_path,
     sanitize_text,
     write_atomically,
@@ -87,6 +88,9 @@ def write_file_blocking(
 ) -> Outcome:
     """Everything of a write_file call after the argument checks; blocking."""
     resolved = resolve_path(workspace, file_path)
+    refusal = refuse_secret_store("write", file_path, resolved)
+    if refusal is not None:
+        return refusal
     try:
         info: os.stat_result | None = os.stat(resolved)
     except OSError as exc:

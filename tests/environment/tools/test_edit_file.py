@@ -478,3 +478,17 @@ async def test_3_6_5_crlf_stripped_and_long_lines_cut(edit_file: Runner, workspa
     )
     assert "---" not in run.text
     assert "+++" not in run.text
+
+
+async def test_secret_stores_are_never_edited(edit_file: Runner, workspace: Path) -> None:
+    store = workspace / ".Vault.toml"
+    store.write_text('api_key = "sk-secret"\nother = 1\n')
+    run = await edit_file(
+        {"file_path": ".Vault.toml", "old_string": "other = 1", "new_string": "other = 2"}
+    )
+    assert run.text == (
+        'Refusing to edit ".Vault.toml": .vault.toml holds the user\'s secrets and must never '
+        "enter the conversation."
+    )
+    assert run.stop == "failed"
+    assert store.read_text() == 'api_key = "sk-secret"\nother = 1\n'

@@ -375,3 +375,16 @@ async def test_3_7_4_disabled_limit_means_16000(write_file: Runner, workspace: P
         {"file_path": "f.txt", "content": "b" * 1900 + "\n"}, max_output_length=0
     )
     assert run.text.endswith("+" + "b" * 1900)
+
+
+async def test_secret_stores_are_never_written(write_file: Runner, workspace: Path) -> None:
+    (workspace / "real.toml").write_text("key = 1\n")
+    (workspace / "cfg").symlink_to(workspace / ".project_config.toml")
+    for name in (".project_config.toml", "cfg"):
+        run = await write_file({"file_path": name, "content": "x"})
+        assert run.text == (
+            f'Refusing to write "{name}": .project_config.toml holds the user\'s secrets and '
+            "must never enter the conversation."
+        )
+        assert run.stop == "failed"
+    assert not (workspace / ".project_config.toml").exists()

@@ -1,0 +1,169 @@
+"""Asking an approver, safely, and the command-policy wrapper around one (spec 5.2, 5.5).
+
+This module owns the one place where an approver's answer is obtained:
+
+- :func:`consult` turns *any* approver outcome into a verdict. No approver denies
+  everything; an approver that raises an :class:`Exception` denies (and says so on
+  stderr); an answer that is not a verdict denies (and says so on stderr). Trio
+  cancellation, ``KeyboardInterrupt`` and other non-``Exception`` errors propagate:
+  an aborted run records no decision.
+- :func:`with_command_policy` wraps an approver so that a call forbidden by the
+  :class:`~penguin.approval.CommandPolicy` is answered ``"forbidden"`` before the
+  wrapped approver is consulted, which is how the policy outranks ``allow-all``.
+
+Which rule fired is not hidden state. The wrapper is a :class:`PolicyApprover`, a
+plain :data:`~penguin.protocol.ApproveFn` for everyone who only needs a verdict (the
+Environment's ``ctx.approve``, a child session), and whose :meth:`~PolicyApprover.decide`
+returns an :class:`Approval` — verdict plus the name of the rule — for the engine,
+which records it as ``policy_rule`` in the ``approval_decision`` event. The matching
+itself is pure (``CommandPolicy.match``); this module only sequences it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import reprlib
+from typing import Final, final, get_args
+
+import attrs
+
+from penguin import protocol as om
+from penguin._log import warn
+
+from ._policy import CommandPolicy
+
+__all__ = [
+    "VERDICTS",
+    "Approval",
+    "PolicyApprover",
+    "consult",
+    "decide",
+    "resolve",
+    "with_command_policy",
+]
+
+VERDICTS: Final[tuple[om.ApprovalVerdict, ...]] = get_args(om.ApprovalVerdict)
+"""The three answers an approver may give: ``allow``, ``deny``, ``forbidden``."""
+
+_short_repr: Final = reprlib.Repr()
+_short_repr.maxstring = 60
+_short_repr.maxother = 60
+
+
+@final
+@attrs.frozen
+class Approval:
+    """One approval outcome: the verdict, and the command-policy rule that forced it.
+
+    ``policy_rule`` is the rule's name when the command policy answered
+    ``forbidden`` on its own, and ``None`` whenever the verdict came from an approver
+    (even a ``forbidden`` one).
+    """
+
+    verdict: om.ApprovalVerdict
+    policy_rule: str | None = None
+
+
+async def resolve(
+    approve: om.ApproveFn, call: om.OmniMessage[om.ToolCallPayload]
+) -> om.ApprovalVerdict:
+    """Call ``approve`` and await its answer when it is awaitable; nothing is guarded.
+
+    For composing approvers (a mode's approver calling its ``ask``): errors and
+    odd answers travel up to the :func:`consult` that the engine calls.
+    """
+    answer = approve(call)
+    if inspect.isawaitable(answer):
+        return await answer
+    return answer
+
+
+async def consult(
+    approve: om.ApproveFn | None, call: om.OmniMessage[om.ToolCallPayload]
+) -> om.ApprovalVerdict:
+    """Ask ``approve`` about ``call`` and always come back with a verdict.
+
+    Sync and async approvers are both accepted. The promises, in order:
+
+    - ``approve is None``: ``"deny"`` (no approver denies everything), silently.
+    - ``approve`` raises an :class:`Exception`: ``"deny"``, and the line
+      ``[penguin] approve callback threw: <message>; denying.`` on the ``penguin``
+      logger (stderr unless the application routes it). ``<message>`` is
+      ``str(error)``, or the exception's class name when that is empty.
+    - ``approve`` answers anything but ``"allow"``, ``"deny"`` or ``"forbidden"``
+      (``True``, ``None``, ``"yes"``, ``"Allow"``): ``"deny"``, and the line
+      ``[penguin] approve callback answered <repr>, which is not "allow", "deny" or
+      "forbidden"; denying.`` No spelling is guessed at: an approver that answers
+      loosely is a bug to be seen, and denying is the safe reading.
+    - Anything that is not an :class:`Exception` (``trio.Cancelled``,
+      ``KeyboardInterrupt``) propagates unchanged.
+    """
+    if approve is None:
+        return "deny"
+    try:
+        answer: object = await resolve(approve, call)
+    except Exception as error:
+        warn(f"[penguin] approve callback threw: {str(error) or type(error).__name__}; denying.")
+        return "deny"
+    for verdict in VERDICTS:
+        if isinstance(answer, str) and answer == verdict:
+            return verdict
+    warn(
+        f"[penguin] approve callback answered {_short_repr.repr(answer)}, which is not "
+        f'"allow", "deny" or "forbidden"; denying.'
+    )
+    return "deny"
+
+
+async def decide(
+    approve: om.ApproveFn | None, call: om.OmniMessage[om.ToolCallPayload]
+) -> Approval:
+    """Like :func:`consult`, but also reporting the policy rule behind a ``forbidden``.
+
+    When ``approve`` is a :class:`PolicyApprover` (also one wrapping another, as a
+    child session's wrapper wraps its parent's) the rule name comes from whichever
+    policy matched; for any other approver ``policy_rule`` is ``None``.
+    """
+    if isinstance(approve, PolicyApprover):
+        return await approve.decide(call)
+    return Approval(await consult(approve, call))
+
+
+@final
+@attrs.frozen
+class PolicyApprover:
+    """An approver guarded by a command policy; build it with :func:`with_command_policy`.
+
+    Calling it is an :data:`~penguin.protocol.ApproveFn` (async, never raises an
+    ``Exception``); :meth:`decide` is the same decision with the matched rule.
+    """
+
+    approve: om.ApproveFn | None
+    """The wrapped approver; ``None`` denies every call the policy lets through."""
+    policy: CommandPolicy
+
+    async def decide(self, call: om.OmniMessage[om.ToolCallPayload]) -> Approval:
+        """``forbidden`` with the rule's name if the policy matches, else the wrapped verdict.
+
+        A matching rule answers without consulting the wrapped approver at all.
+        """
+        rule = self.policy.match(call)
+        if rule is not None:
+            return Approval("forbidden", rule.name)
+        return await decide(self.approve, call)
+
+    async def __call__(self, call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        """The verdict alone, for callers that need a plain approver."""
+        return (await self.decide(call)).verdict
+
+
+def with_command_policy(approve: om.ApproveFn | None, policy: CommandPolicy) -> PolicyApprover:
+    """Wrap ``approve`` so that ``policy`` is checked first (what ``Session.run`` applies).
+
+    A call matched by an enabled rule is ``forbidden`` without consulting ``approve``
+    — it outranks ``allow-all`` and a custom approver alike. Every other call is
+    decided by :func:`consult` on ``approve`` (so ``None`` still denies, and a raising
+    approver still denies with its stderr line). Wrapping an already wrapped approver
+    is harmless: both policies are checked, outer first.
+    """
+    return PolicyApprover(approve, policy)

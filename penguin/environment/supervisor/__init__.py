@@ -1,0 +1,45 @@
+"""The command supervisor: what keeps background work alive, bounded and killable.
+
+This package owns the capped registries of command sessions (spec §4.1, cap 64) and,
+later, of subagent sessions (§4.2, cap 8); the capped unread buffers their output waits
+in (§4.4); the child environment and shell of every command (§4.7, §4.9, §4.10); the
+service-URL detection of long-running commands (§4.14); and process lifetime — a command
+runs in its own process group and never outlives the Environment that started it.
+
+The pure parts (``_buffer``, ``_registry``, ``_environ``, URL scanning in
+``_service_url``) are sans-IO; ``_process`` starts and ends process trees and
+``_commands`` is the Trio shell that ties them together. This facade serves the
+Environment and the command tools; users reach it through ``Environment``.
+"""
+
+from __future__ import annotations
+
+from ._commands import COMMAND_CAP as COMMAND_CAP
+from ._commands import BackgroundCommand as BackgroundCommand
+from ._commands import BackgroundReport as BackgroundReport
+from ._commands import CommandSession as CommandSession
+from ._commands import CommandSupervisor as CommandSupervisor
+from ._commands import ExitStatus as ExitStatus
+from ._commands import SpawnError as SpawnError
+from ._commands import SupervisorClosedError as SupervisorClosedError
+from ._commands import report_label as report_label
+from ._environ import ProxyInject as ProxyInject
+from ._environ import ProxyPolicy as ProxyPolicy
+from ._environ import resolve_shell as resolve_shell
+from ._process import OWNER_VARIABLE as OWNER_VARIABLE
+
+__all__ = [
+    "COMMAND_CAP",
+    "OWNER_VARIABLE",
+    "BackgroundCommand",
+    "BackgroundReport",
+    "CommandSession",
+    "CommandSupervisor",
+    "ExitStatus",
+    "ProxyInject",
+    "ProxyPolicy",
+    "SpawnError",
+    "SupervisorClosedError",
+    "report_label",
+    "resolve_shell",
+]

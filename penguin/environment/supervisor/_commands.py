@@ -1,0 +1,674 @@
+"""Command sessions and their supervisor: the capped registry of live shell commands.
+
+A :class:`CommandSession` is one shell command and everything it starts. It lives as
+one task in the Environment's nursery (started through ``nursery.start`` so a spawn
+failure reaches the caller), with three helpers: a pump that reads the merged output
+into a capped :class:`UnreadBuffer`, a watcher that waits for the root process, and a
+feeder that writes queued input to the command's stdin (so a command that never reads
+its input cannot block the call that writes to it). The session ends when it is
+*released* (removed from the registry, discarded after a foreground run, killed,
+evicted, or the supervisor closes) or when its task is cancelled: its whole process
+tree is ended (``_process.end_process_tree``) before the task returns. The watcher's
+wait is shielded from that cancellation and only stopped by the session itself, so
+ending the tree always sees the root exit and reaps it.
+
+The :class:`CommandSupervisor` owns the registry (spec 4.1: at most 64; when full,
+evict the first exited session, else the least recently used running one), the
+hourly idle sweep (4.3), the collect windows of the tools (4.5: chunks as they
+arrive, no lost wake-ups, a short drain after exit), background completion reports
+(3.13), the host surface (4.13, 4.14), and the last resort of 4.11: if the host
+process exits while the supervisor is still open, an ``atexit`` hook SIGKILLs every
+live session.
+
+Registration happens only when a command outlives its window or is launched in the
+background; a foreground command that ends inside its window is never registered
+and its group is ended right away (3.2.9).
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import contextlib
+import math
+import os
+import signal
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Final, Literal
+
+import attrs
+import trio
+
+from ._buffer import UnreadBuffer
+from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
+from ._process import (
+    DEFAULT_GRACE,
+    OWNER_VARIABLE,
+    SpawnedProcess,
+    end_process_tree,
+    kill_marked,
+    signal_group,
+    spawn_process,
+)
+from ._registry import SessionRegistry
+from ._service_url import ServiceUrlScanner, listening_ports, service_url_from_ports
+
+__all__ = [
+    "COMMAND_CAP",
+    "BackgroundCommand",
+    "BackgroundReport",
+    "CommandSession",
+    "CommandSupervisor",
+    "ExitStatus",
+    "SpawnError",
+    "SupervisorClosedError",
+]
+
+COMMAND_CAP: Final = 64
+IDLE_LIMIT: Final = 10 * 24 * 3600.0
+SWEEP_INTERVAL: Final = 3600.0
+POST_EXIT_DRAIN: Final = 0.05
+PUMP_CHUNK: Final = 256 * 1024
+REPORT_OUTPUT_LIMIT: Final = 4000
+PROBE_TIMEOUT: Final = 1.5
+PROBE_INTERVAL: Final = 5.0
+_RELEASE_DEADLINE: Final = DEFAULT_GRACE + 5.0
+"""How long ending one process tree may take before the last-resort SIGKILL."""
+
+Emit = Callable[[str], Awaitable[None]]
+
+
+class SpawnError(Exception):
+    """A command could not be started; the message is what the model is shown."""
+
+
+class SupervisorClosedError(SpawnError):
+    """The supervisor is closed; no new command starts."""
+
+    def __init__(self) -> None:
+        super().__init__("command session manager disposed")
+
+
+@attrs.frozen
+class ExitStatus:
+    """How a command's foreground process ended (or that it never started)."""
+
+    code: int | None = None
+    signal_name: str | None = None
+    spawn_error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """A spawn error, a signal, or a non-zero exit code."""
+        return self.spawn_error is not None or self.signal_name is not None or self.code != 0
+
+    def describe(self) -> str:
+        """``spawn error: …`` | ``terminated by signal SIG…`` | ``exit code N``."""
+        if self.spawn_error is not None:
+            return f"spawn error: {self.spawn_error}"
+        if self.signal_name is not None:
+            return f"terminated by signal {self.signal_name}"
+        return f"exit code {'unknown' if self.code is None else self.code}"
+
+    @classmethod
+    def from_returncode(cls, returncode: int | None) -> ExitStatus:
+        """Decode a ``Popen``-style return code (negative = killed by a signal)."""
+        if returncode is not None and returncode < 0:
+            try:
+                name = signal.Signals(-returncode).name
+            except ValueError:
+                name = f"signal {-returncode}"
+            return cls(signal_name=name)
+        return cls(code=returncode)
+
+
+@attrs.frozen
+class BackgroundReport:
+    """A background task finished (spec 3.13); ``text()`` is what the model reads."""
+
+    kind: Literal["command", "subagent"]
+    id: str
+    label: str
+    status: Literal["completed", "failed", "aborted"]
+    detail: str
+    output: str
+
+    def text(self) -> str:
+        """The harness message text of spec 3.13.3."""
+        lines = [
+            "[background_task_done]",
+            "Automatic notification from the harness, not the user: "
+            "a background task you started has finished.",
+            f"kind: {self.kind}",
+            f"id: {self.id}",
+            f"status: {self.status}",
+        ]
+        if self.detail:
+            lines.append(f"detail: {self.detail}")
+        lines.append("[/background_task_done]")
+        outcome = "finished" if self.status == "completed" else "failed"
+        key = "process_id" if self.kind == "command" else "subagent_id"
+        summary = f"Background {self.kind} {outcome}: `{self.label}` ({key} {self.id})"
+        if self.detail:
+            summary += f" — {self.detail}"
+        text = "\n".join(lines) + "\n\n" + summary
+        if self.output.strip():
+            text += "\n\n" + self.output
+        return text
+
+
+@attrs.frozen
+class BackgroundCommand:
+    """One registered command as the host sees it (spec 4.13)."""
+
+    process_id: str
+    pid: int
+    cmd: str
+    cwd: str
+    started_at: float
+    running: bool
+    service_url: str | None
+
+
+def report_label(text: str) -> str:
+    """The first line of a command or prompt, at most 120 chars (3.13.2)."""
+    first = text.split("\n", 1)[0]
+    return first if len(first) <= 120 else first[:119] + "…"
+
+
+def report_output(text: str) -> str:
+    """Undelivered output for a report, keeping the last 4000 chars (3.13.2)."""
+    if len(text) <= REPORT_OUTPUT_LIMIT:
+        return text
+    return (
+        f"[earlier output dropped: exceeded {REPORT_OUTPUT_LIMIT} chars]\n"
+        + text[-REPORT_OUTPUT_LIMIT:]
+    )
+
+
+class CommandSession:
+    """One shell command and everything it started.
+
+    Output arrives in :attr:`buffer`; :attr:`exited` is set when the foreground
+    process ends; :attr:`output_closed` when every writer of the output closed it.
+    """
+
+    def __init__(self, process_id: str, cmd: str, cwd: Path, owner: str) -> None:
+        self.process_id = process_id
+        self.cmd = cmd
+        self.cwd = cwd
+        self.owner = owner
+        self.buffer = UnreadBuffer()
+        self.exited = trio.Event()
+        self.output_closed = trio.Event()
+        self.ended = trio.Event()
+        """Set once the process tree is gone and the streams are closed."""
+        self.exit_status: ExitStatus | None = None
+        self.report_label: str | None = None
+        self.registered = False
+        self.service_url: str | None = None
+        self._scanner = ServiceUrlScanner()
+        self._changed = trio.lowlevel.ParkingLot()
+        self._release = trio.Event()
+        self._spawned: SpawnedProcess | None = None
+        self._last_probe = -math.inf
+        self._watch_scope = trio.CancelScope(shield=True)
+        self._input_send, self._input_receive = trio.open_memory_channel[bytes](math.inf)
+
+    @property
+    def spawned(self) -> SpawnedProcess:
+        """The running process (only after a successful spawn)."""
+        assert self._spawned is not None
+        return self._spawned
+
+    @property
+    def running(self) -> bool:
+        """Whether the foreground process is still running."""
+        return not self.exited.is_set()
+
+    @property
+    def started(self) -> bool:
+        """Whether the process was spawned (even if the caller was cancelled meanwhile)."""
+        return self._spawned is not None
+
+    def release(self) -> None:
+        """Ask the session task to end the process tree (idempotent, never blocks)."""
+        self._release.set()
+
+    def send_input(self, data: bytes) -> None:
+        """Queue ``data`` for the command's stdin; never blocks (dropped once it closed)."""
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            self._input_send.send_nowait(data)
+
+    async def run(
+        self,
+        argv: tuple[str, ...],
+        env: Mapping[str, str],
+        tty: bool,
+        on_exit: Callable[[CommandSession], Awaitable[None]],
+        on_end: Callable[[CommandSession], None],
+        *,
+        task_status: trio.TaskStatus[None],
+    ) -> None:
+        """The session's task: spawn, pump, watch, and on release end everything."""
+        try:
+            self._spawned = await spawn_process(argv, cwd=self.cwd, env=env, tty=tty)
+        except OSError as exc:
+            raise SpawnError(_os_error_text(exc)) from exc
+        except ValueError as exc:  # an embedded NUL byte in the command, cwd or env
+            raise SpawnError(str(exc)) from exc
+        # If the caller of nursery.start was cancelled meanwhile, this task stays in
+        # its cancelled scope: the helpers below are cancelled at once, and the
+        # shielded watcher is what still lets _end see the root exit.
+        task_status.started()
+        spawned = self._spawned
+        try:
+            async with trio.open_nursery() as helpers:
+                helpers.start_soon(self._pump, spawned.output)
+                helpers.start_soon(self._watch, spawned, on_exit)
+                helpers.start_soon(self._feed, spawned.stdin)
+                try:
+                    await self._release.wait()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._end(spawned)
+                    self._watch_scope.cancel()
+                    helpers.cancel_scope.cancel()
+        finally:
+            self._input_receive.close()
+            with trio.CancelScope(shield=True):
+                await _close_quietly(spawned)
+            self._changed.unpark_all()
+            self.ended.set()
+            on_end(self)
+
+    async def _end(self, spawned: SpawnedProcess) -> None:
+        with trio.move_on_after(_RELEASE_DEADLINE) as scope:
+            await end_process_tree(spawned, self.owner, self.exited)
+            with trio.move_on_after(POST_EXIT_DRAIN * 4):
+                await self.output_closed.wait()
+        if scope.cancelled_caught and not self.exited.is_set():
+            # A root stuck beyond SIGKILL's reach; once it is reaped its group id may be
+            # reused, so only an unreaped root's group is signalled.
+            signal_group(spawned.pgid, signal.SIGKILL)
+
+    async def _watch(
+        self, spawned: SpawnedProcess, on_exit: Callable[[CommandSession], Awaitable[None]]
+    ) -> None:
+        # Shielded: a cancelled session task must still see (and reap) the root's
+        # exit while _end kills it; only run() stops this wait, after _end.
+        with self._watch_scope:
+            returncode = await spawned.process.wait()
+        if self._watch_scope.cancelled_caught:
+            return
+        self.exit_status = ExitStatus.from_returncode(returncode)
+        self.exited.set()
+        self._changed.unpark_all()
+        await on_exit(self)
+
+    async def _feed(self, stdin: trio.abc.SendStream) -> None:
+        """Write queued input in order; after a failed write, discard the rest (3.3.3)."""
+        broken = False
+        async for data in self._input_receive:
+            if broken:
+                continue
+            try:
+                await stdin.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                broken = True
+
+    async def _pump(self, stream: trio.lowlevel.FdStream) -> None:
+        decode = _decoder()
+        try:
+            while True:
+                data = await stream.receive_some(PUMP_CHUNK)
+                if not data:
+                    break
+                self._deliver(decode(data, False))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # a pty master reads EIO once the terminal's last user is gone
+        finally:
+            self._deliver(decode(b"", True))
+            self.output_closed.set()
+            self._changed.unpark_all()
+
+    def _deliver(self, text: str) -> None:
+        if text:
+            self.buffer.append(text)
+            self._scanner.feed(text)
+            self._changed.unpark_all()
+
+    async def wait_for_change(self) -> None:
+        """Sleep until new output, the exit, the end of output or the end of the session."""
+        await self._changed.park()
+
+    def printed_url(self) -> str | None:
+        """The last local URL the command printed, if any (4.14)."""
+        return self._scanner.url
+
+
+def _decoder() -> Callable[[bytes, bool], str]:
+    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+
+
+def _os_error_text(exc: OSError) -> str:
+    if exc.strerror and exc.filename is not None:
+        filename = exc.filename
+        if isinstance(filename, os.PathLike):
+            filename = os.fspath(filename)
+        return f"{exc.strerror}: {filename!r}"
+    return exc.strerror or str(exc)
+
+
+async def _close_quietly(spawned: SpawnedProcess) -> None:
+    for stream in (spawned.stdin, spawned.output):
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await stream.aclose()
+
+
+class CommandSupervisor:
+    """The capped registry of command sessions of one Environment.
+
+    Create it with the Environment's nursery; :meth:`aclose` ends every session.
+    Reports of background commands arrive on :attr:`reports`.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        tag: str,
+        vault: Mapping[str, str],
+        proxy: Callable[[], ProxyPolicy],
+        shell: Shell,
+        host_env: Callable[[], Mapping[str, str]] = lambda: dict(os.environ),
+        cap: int = COMMAND_CAP,
+    ) -> None:
+        self._nursery = nursery
+        self.tag = tag
+        """This supervisor's part of every child's owner marker."""
+        self._vault = dict(vault)
+        self._proxy = proxy
+        self._shell = shell
+        self._host_env = host_env
+        self._registry: SessionRegistry[CommandSession] = SessionRegistry(cap)
+        self._login_env: dict[str, str] | None = None
+        self._login_lock = trio.Lock()
+        self._closed = False
+        self._spawned_any = False
+        self._live: set[CommandSession] = set()
+        self._reports_send, self.reports = trio.open_memory_channel[BackgroundReport](math.inf)
+        nursery.start_soon(self._sweep_idle)
+        atexit.register(self._kill_at_exit)
+
+    # ------------------------------------------------------------------ spawning
+
+    async def _base_environment(self) -> Mapping[str, str]:
+        if not self._shell.login_resolved:
+            return self._host_env()
+        async with self._login_lock:
+            if self._login_env is None:
+                resolved = await resolve_login_environment(self._shell.argv[0], self._host_env())
+                self._login_env = resolved if resolved is not None else dict(self._host_env())
+        return self._login_env
+
+    def _new_process_id(self) -> str:
+        while True:
+            candidate = f"proc-{uuid.uuid4().hex[:8]}"
+            if candidate not in self._registry:
+                return candidate
+
+    async def spawn(self, cmd: str, cwd: Path, *, tty: bool = False) -> CommandSession:
+        """Start ``cmd`` (unregistered); raise :class:`SpawnError` if it cannot start."""
+        if self._closed:
+            raise SupervisorClosedError
+        base = await self._base_environment()
+        process_id = self._new_process_id()
+        owner = f"{self.tag}/{process_id}"
+        env = child_environment(
+            base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
+        )
+        session = CommandSession(process_id, cmd, cwd, owner)
+        if self._closed:
+            raise SupervisorClosedError
+        self._live.add(session)
+        self._spawned_any = True
+        try:
+            await self._nursery.start(
+                partial(
+                    session.run,
+                    (*self._shell.argv, cmd),
+                    env,
+                    tty,
+                    self._on_exit,
+                    self._live.discard,
+                )
+            )
+        except BaseException:
+            if session.started:
+                # Spawned, but the caller was cancelled before start() returned: the
+                # command must not outlive the call that asked for it.
+                session.release()
+            else:
+                self._live.discard(session)
+            raise
+        return session
+
+    # ------------------------------------------------------------------ registry
+
+    def register(self, session: CommandSession) -> str:
+        """Keep a session that outlives its call; evict one first when full (4.1)."""
+        if self._closed:
+            session.release()
+            raise SupervisorClosedError
+        now = trio.current_time()
+        while self._registry.full:
+            victim = self._registry.eviction_candidate(
+                finished=lambda s: not s.running, evict_running=True
+            )
+            if victim is None:  # pragma: no cover - evict_running always finds one
+                break
+            self._drop(victim)
+        self._registry.add(session.process_id, session, now)
+        session.registered = True
+        return session.process_id
+
+    def get(self, process_id: str) -> CommandSession | None:
+        """A registered session by id; refreshes its last access (4.3)."""
+        return self._registry.get(process_id, trio.current_time())
+
+    def _drop(self, process_id: str) -> CommandSession | None:
+        session = self._registry.remove(process_id)
+        if session is not None:
+            session.registered = False
+            session.report_label = None
+            session.release()
+        return session
+
+    def discard(self, session: CommandSession) -> None:
+        """End a session without waiting: its group is killed in the background."""
+        if session.registered:
+            self._drop(session.process_id)
+        session.release()
+
+    async def remove(self, session: CommandSession) -> None:
+        """End a session and wait until nothing it started is left."""
+        self.discard(session)
+        await session.ended.wait()
+
+    async def kill_by_id(self, process_id: str) -> bool:
+        """Host surface: kill one registered command; ``False`` if unknown."""
+        session = self._registry.peek(process_id)
+        if session is None:
+            return False
+        session.report_label = None
+        await self.remove(session)
+        return True
+
+    # ------------------------------------------------------------------ interaction
+
+    def write(self, session: CommandSession, chars: str) -> None:
+        """Queue ``chars`` for the command's stdin (3.3.3).
+
+        Never blocks, so a command that does not read its input cannot stall the
+        call; writes reach the command in order; a closed stdin is ignored.
+        """
+        self._registry.touch(session.process_id, trio.current_time())
+        session.send_input(chars.encode("utf-8", "surrogatepass"))
+
+    def interrupt(self, session: CommandSession) -> None:
+        """Ctrl-C: SIGINT to the session's process group (3.3.3)."""
+        self._registry.touch(session.process_id, trio.current_time())
+        if session.running:  # after the root is reaped its group id may be reused
+            signal_group(session.spawned.pgid, signal.SIGINT)
+
+    async def collect(self, session: CommandSession, window: float, emit: Emit) -> bool:
+        """Stream new output to ``emit`` until the command exits or ``window`` ends.
+
+        Returns whether the foreground process exited. After an exit, output is
+        drained until every writer closed the pipe or for at most 50 ms (4.5).
+        The deadline is checked after every chunk, so a flood cannot hold the call
+        past its window; only the waits are bounded by cancel scopes, never an
+        ``emit``, so a chunk taken from the buffer is always handed over whole.
+        Every check before a wait is synchronous: no wake-up is lost between them.
+        """
+        deadline = trio.current_time() + window
+        while True:
+            if session.buffer:
+                await emit(session.buffer.drain())
+            if session.exited.is_set():
+                break
+            if trio.current_time() >= deadline:
+                return False
+            if not session.buffer:
+                with trio.move_on_at(deadline):
+                    await session.wait_for_change()
+        drain_deadline = trio.current_time() + POST_EXIT_DRAIN
+        while True:
+            if session.buffer:
+                await emit(session.buffer.drain())
+            if session.output_closed.is_set() and not session.buffer:
+                break
+            if trio.current_time() >= drain_deadline:
+                break
+            if not session.buffer:
+                with trio.move_on_at(drain_deadline) as waited:
+                    await session.wait_for_change()
+                if waited.cancelled_caught:  # a wait ended with no new data
+                    break
+        if session.buffer:
+            await emit(session.buffer.drain())
+        return True
+
+    # ------------------------------------------------------------------ reports
+
+    def arm_report(self, session: CommandSession, label: str) -> None:
+        """Send a completion report when the command's foreground process ends (3.13)."""
+        session.report_label = label
+        if session.exited.is_set():  # it ended before it was armed
+            self._nursery.start_soon(self._on_exit, session)
+
+    def disarm_report(self, session: CommandSession) -> None:
+        """No report for this session (kill_command, 3.4.2)."""
+        session.report_label = None
+
+    async def _on_exit(self, session: CommandSession) -> None:
+        if session.report_label is None:
+            return
+        with trio.move_on_after(POST_EXIT_DRAIN):
+            await session.output_closed.wait()
+        label, session.report_label = session.report_label, None
+        if label is None or self._closed:
+            return
+        status = session.exit_status or ExitStatus()
+        self._reports_send.send_nowait(
+            BackgroundReport(
+                kind="command",
+                id=session.process_id,
+                label=label,
+                status="failed" if status.failed else "completed",
+                detail=status.describe(),
+                output=report_output(session.buffer.drain()),
+            )
+        )
+
+    # ------------------------------------------------------------------ host surface
+
+    def list(self) -> list[BackgroundCommand]:
+        """Registered commands in registration order, exited ones included (4.13)."""
+        out = []
+        for process_id, session in self._registry.items():
+            out.append(
+                BackgroundCommand(
+                    process_id=process_id,
+                    pid=session.spawned.pid,
+                    cmd=session.cmd,
+                    cwd=str(session.cwd),
+                    started_at=session.spawned.started_at,
+                    running=session.running,
+                    service_url=session.printed_url() or session.service_url,
+                )
+            )
+        return out
+
+    async def probe_services(self) -> None:
+        """Refresh the listen-port service URL of running sessions that printed none."""
+        now = trio.current_time()
+        for _, session in self._registry.items():
+            if not session.running or session.printed_url() is not None:
+                continue
+            if now - session._last_probe < PROBE_INTERVAL:
+                continue
+            session._last_probe = now
+            with trio.move_on_after(PROBE_TIMEOUT):
+                ports = await trio.to_thread.run_sync(
+                    listening_ports, session.spawned.pgid, abandon_on_cancel=True
+                )
+                if ports is not None:
+                    session.service_url = service_url_from_ports(ports)
+
+    # ------------------------------------------------------------------ lifetime
+
+    async def _sweep_idle(self) -> None:
+        while True:
+            await trio.sleep(SWEEP_INTERVAL)
+            for process_id in self._registry.idle_keys(trio.current_time(), IDLE_LIMIT):
+                self._drop(process_id)
+
+    def _kill_at_exit(self) -> None:
+        """The host process exits with this supervisor still open: SIGKILL it all now (4.11).
+
+        Runs from ``atexit``, possibly while the event loop's thread is still alive, so
+        it only reads and signals: every live session's group, then every process that
+        carries this supervisor's marker.
+        """
+        for session in list(self._live):
+            if session.started and session.running:
+                signal_group(session.spawned.pgid, signal.SIGKILL)
+        kill_marked(f"{self.tag}/", prefix=True)
+
+    async def aclose(self) -> None:
+        """Dispose (4.12): no new spawns, no reports, every session ended and waited for.
+
+        Safe to call more than once. Runs shielded, so a cancelled owner still
+        leaves nothing running.
+        """
+        self._closed = True
+        atexit.unregister(self._kill_at_exit)
+        self._reports_send.close()
+        with contextlib.suppress(trio.EndOfChannel, trio.ClosedResourceError):
+            while True:  # pending reports are dropped too (1.13)
+                self.reports.receive_nowait()
+        with trio.CancelScope(shield=True):
+            for process_id in list(self._registry):
+                self._drop(process_id)
+            live = [s for s in self._live if not s.ended.is_set()]
+            for session in live:
+                session.release()
+            for session in live:
+                await session.ended.wait()
+            if self._spawned_any:  # only a spawn can have left a marked process behind
+                await trio.to_thread.run_sync(partial(kill_marked, f"{self.tag}/", prefix=True))

@@ -1,0 +1,49 @@
+"""The kill_command tool (spec 3.4): end a background command and remove its session.
+
+The completion report is disarmed first (a killed command sends none), undelivered
+output is handed over, then the whole process tree is ended and waited for: when the
+call returns, nothing the command started is still running.
+"""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+import trio
+
+from .._contract import ToolContext, ToolResult
+from ._command_tool import CommandTool
+
+__all__ = ["KillCommandTool"]
+
+
+@final
+class KillCommandTool(CommandTool):
+    """kill_command: SIGTERM the group, SIGKILL after a grace period, remove the session."""
+
+    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        """Kill one registered command."""
+        commands = await self._supervisor(ctx, "kill_command")
+        if isinstance(commands, ToolResult):
+            return commands
+        found = await self._registered(commands, args, ctx, "kill_command")
+        if isinstance(found, ToolResult):
+            return found
+        process_id, session = found
+        await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call kills nothing
+        commands.disarm_report(session)
+        if session.buffer:
+            await ctx.emit(session.buffer.drain())
+        was_running = session.running
+        await commands.remove(session)
+        if was_running:
+            return ToolResult(
+                note=(
+                    f"[process {process_id} killed "
+                    "(SIGTERM to the process group, SIGKILL after a grace period)]"
+                )
+            )
+        status = session.exit_status.describe() if session.exit_status else "exit code unknown"
+        return ToolResult(
+            note=f"[process {process_id} had already exited ({status}); session removed]"
+        )

@@ -1,0 +1,27 @@
+"""The exceptions of ``penguin.llm``, all internal to a client.
+
+::
+
+    Exception
+     └── LLMStreamError    a request ended abnormally; ``status`` is its stop reason
+
+Nothing here crosses the :class:`~penguin.llm.LLM` interface: a client raises
+:class:`LLMStreamError` where it finds the problem (a bad HTTP status, a broken
+event, a stalled read) and collapses it, in one place, into the response's
+:class:`~penguin.llm.LLMOutcome`.
+"""
+
+from __future__ import annotations
+
+from penguin import protocol as om
+
+__all__ = ["LLMStreamError"]
+
+
+class LLMStreamError(Exception):
+    """The request failed; ``status`` says how (``timeout`` is worth retrying, ``auth`` is not)."""
+
+    def __init__(self, status: om.StopReason, message: str) -> None:
+        super().__init__(message)
+        self.status: om.StopReason = status
+        self.message = message

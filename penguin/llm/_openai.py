@@ -1,0 +1,285 @@
+"""The OpenAI Chat Completions streaming client over httpx.
+
+:class:`OpenAIChatLLM` sends ``POST {base_url}/chat/completions`` with ``stream:
+true`` and ``stream_options.include_usage`` and streams the answer as OmniMessages
+(DESIGN §6). That one protocol reaches OpenAI and the OpenAI-compatible servers:
+vLLM, SGLang, ollama, llama.cpp, DeepSeek, OpenRouter and the like.
+
+This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance, the
+request, the reads and the error classification at the edge. The pieces it drives
+are pure and tested alone: ``_chat_request`` builds the body, ``_sse`` splits the
+bytes into events, ``_chat_stream`` decodes them and ``_assemble`` keeps the
+fragment discipline.
+
+How a request ends (``LLMOutcome.status``):
+
+=========================================================  ============
+the stream reached ``[DONE]`` or a ``finish_reason``        ``completed``
+HTTP 401 or 403                                            ``auth``
+HTTP 408, 429, 5xx; connect errors and timeouts; no
+response headers within the read timeout; a stall of more
+than ``read_timeout`` seconds between two chunks             ``timeout``
+the stream was cut (EOF or a broken connection before
+``[DONE]``/``finish_reason``), or held invalid JSON           ``malformed``
+any other HTTP status, an error object inside the stream   ``failed``
+=========================================================  ============
+
+``error_message`` names the status and the server's message (``429 Too Many
+Requests: rate limited``). Whatever was streamed before an error is closed with the
+error's stop reason. Nothing here retries; that is the engine's job.
+
+Tool call ids are unique per instance: a missing or empty id, or one this instance
+has already handed out, is replaced by a fresh ``call_<24 hex>``.
+
+The request asks for an uncompressed body (``Accept-Encoding: identity``): a
+compressed event stream arrives in bursts and costs CPU for nothing. After
+``[DONE]`` the end of the body is read (briefly) so the connection can be reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, Final, Self, final
+
+import httpx
+import trio
+
+from ._assemble import StreamAssembler
+from ._chat_request import REASONING_EFFORTS, chat_completions_body
+from ._chat_stream import ChatStreamDecoder, http_error_message, status_stop_reason
+from ._errors import LLMStreamError
+from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
+from ._response import Emit, open_response
+from ._sse import SSEParser
+
+__all__ = ["OpenAIChatLLM"]
+
+_MAX_ERROR_BODY: Final = 64 * 1024
+_DRAIN_GRACE: Final = 0.5
+"""Seconds to wait for the end of the body after ``[DONE]`` (to reuse the connection)."""
+"""How much of an error response is read for its message."""
+
+
+@final
+class OpenAIChatLLM:
+    """A streaming OpenAI Chat Completions client (an :class:`~penguin.llm.LLM`).
+
+    ``base_url`` is the API root, e.g. ``https://api.openai.com/v1`` or
+    ``http://localhost:8000/v1``. ``api_key`` is sent as ``Authorization: Bearer``
+    (no header when it is empty, for local servers). ``connect_timeout`` bounds
+    connecting and sending the request; ``read_timeout`` bounds every wait for data:
+    the response headers, then the silence between two chunks of the stream, so a
+    stalled stream ends as ``timeout`` after that many seconds. There is no overall
+    deadline: a long answer that keeps streaming is never cut.
+
+    ``reasoning_efforts`` maps a request's ``thinking_level`` to ``reasoning_effort``
+    (default :data:`~penguin.llm.REASONING_EFFORTS`); ``return_reasoning=False``
+    stops sending earlier reasoning back (for servers that reject it);
+    ``extra_body`` is merged into every request body (``temperature``, provider
+    options); ``headers`` are added to every request.
+
+    Use it as an async context manager, or call :meth:`aclose`, to release the
+    connection pool.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model_id: str,
+        api_key: str = "",
+        provider: str = "openai",
+        context_window: int | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 120.0,
+        reasoning_efforts: Mapping[str, str] = REASONING_EFFORTS,
+        return_reasoning: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._model = ModelRef(provider=provider, model_id=model_id)
+        self._context_window = context_window
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._read_timeout = read_timeout
+        self._reasoning_efforts = reasoning_efforts
+        self._return_reasoning = return_reasoning
+        self._extra_body = dict(extra_body) if extra_body else None
+        request_headers = {
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+            "Content-Type": "application/json",
+            **(headers or {}),
+        }
+        if api_key:
+            request_headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.AsyncClient(
+            headers=request_headers,
+            timeout=httpx.Timeout(
+                connect=connect_timeout,
+                read=read_timeout,
+                write=connect_timeout,
+                pool=connect_timeout,
+            ),
+        )
+        self._issued_ids: set[str] = set()
+
+    @property
+    def model(self) -> ModelRef:
+        """The provider name and model id."""
+        return self._model
+
+    @property
+    def context_window(self) -> int | None:
+        """The context window given at construction, if any."""
+        return self._context_window
+
+    async def aclose(self) -> None:
+        """Close the connection pool; the client cannot be used afterwards."""
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @asynccontextmanager
+    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMResponse]:
+        """Send ``request`` and stream the answer; see the module doc for the outcomes."""
+        body = chat_completions_body(
+            request,
+            model_id=self._model.model_id,
+            reasoning_efforts=self._reasoning_efforts,
+            return_reasoning=self._return_reasoning,
+            extra_body=self._extra_body,
+        )
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+        async def produce(emit: Emit) -> LLMOutcome:
+            return await self._produce(content, emit)
+
+        async with open_response(produce) as response:
+            yield response
+
+    def _tool_call_id(self, server_id: str | None) -> str:
+        call_id = server_id
+        while not call_id or call_id in self._issued_ids:
+            call_id = f"call_{secrets.token_hex(12)}"
+        self._issued_ids.add(call_id)
+        return call_id
+
+    async def _produce(self, content: bytes, emit: Emit) -> LLMOutcome:
+        assembler = StreamAssembler(self._tool_call_id)
+        decoder = ChatStreamDecoder(assembler)
+        status: LLMOutcome
+        try:
+            await self._exchange(content, decoder, assembler, emit)
+        except LLMStreamError as error:
+            assembler.close(error.status)
+            status = LLMOutcome(error.status, error.message, decoder.usage)
+        else:
+            assembler.close("completed")
+            status = LLMOutcome("completed", None, decoder.usage)
+        tail = assembler.take()
+        if tail:
+            await emit(tail)
+        return status
+
+    async def _exchange(
+        self,
+        content: bytes,
+        decoder: ChatStreamDecoder,
+        assembler: StreamAssembler,
+        emit: Emit,
+    ) -> None:
+        in_body = False
+        try:
+            async with self._client.stream("POST", self._url, content=content) as response:
+                if not response.is_success:
+                    raise LLMStreamError(
+                        status_stop_reason(response.status_code),
+                        http_error_message(
+                            response.status_code,
+                            response.reason_phrase,
+                            await _read_capped(response),
+                        ),
+                    )
+                in_body = True
+                parser = SSEParser()
+                chunks = response.aiter_bytes()
+                try:
+                    async for chunk in chunks:
+                        decoder.feed(parser.feed(chunk))
+                        batch = assembler.take()
+                        if batch:
+                            await emit(batch)
+                        if decoder.done:
+                            break
+                    else:
+                        decoder.feed(parser.close())
+                        decoder.end_of_stream()
+                        return
+                    # [DONE]: the body's end follows at once; reading it keeps the
+                    # connection reusable. A server that lingers is not waited for.
+                    with trio.move_on_after(_DRAIN_GRACE), contextlib.suppress(httpx.HTTPError):
+                        async for _ in chunks:
+                            pass
+                finally:
+                    await _unwind(chunks)
+        except httpx.ReadTimeout:
+            if in_body:
+                message = f"the response stream stalled: no data for {self._read_timeout:g} s"
+            else:
+                message = f"no response within {self._read_timeout:g} s"
+            raise LLMStreamError("timeout", f"{message} (read timeout)") from None
+        except httpx.TransportError as error:
+            detail = f"{type(error).__name__}: {error}".rstrip(": ")
+            if in_body:
+                raise LLMStreamError("malformed", f"the response stream broke: {detail}") from None
+            raise LLMStreamError("timeout", detail) from None
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise LLMStreamError("failed", f"{type(error).__name__}: {error}") from None
+
+
+async def _unwind(chunks: AsyncIterator[bytes]) -> None:
+    """End httpx's body iterator so that none of its layers is left suspended.
+
+    httpx reads a body through async generators nested in each other, and closing the
+    outer one abandons the inner ones (Trio then warns about each at garbage
+    collection). Resuming the chain inside a cancelled scope ends it from the bottom
+    instead: the next network read raises ``Cancelled`` through every layer, or the
+    body turns out to be finished already. Under an outer cancellation the
+    ``Cancelled`` keeps propagating, as it should.
+    """
+    with trio.CancelScope() as scope, contextlib.suppress(Exception):
+        scope.cancel()
+        async for _ in chunks:
+            pass
+
+
+async def _read_capped(response: httpx.Response) -> bytes:
+    """The start of an error body; what arrived before a read failed is enough."""
+    parts: list[bytes] = []
+    size = 0
+    chunks = response.aiter_bytes()
+    try:
+        async for chunk in chunks:
+            parts.append(chunk)
+            size += len(chunk)
+            if size >= _MAX_ERROR_BODY:
+                break
+    except httpx.HTTPError:
+        pass  # the status already says what happened
+    finally:
+        await _unwind(chunks)
+    return b"".join(parts)[:_MAX_ERROR_BODY]

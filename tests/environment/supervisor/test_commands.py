@@ -1,0 +1,382 @@
+"""The command supervisor on its own (spec 3.13, 4.1, 4.3, 4.5, 4.12, 4.14), real processes.
+
+A :class:`CommandSupervisor` is built directly in the test's nursery, with a small
+cap so eviction is cheap to reach.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from penguin.environment.supervisor import (
+    BackgroundReport,
+    CommandSession,
+    CommandSupervisor,
+    ExitStatus,
+    SupervisorClosedError,
+    report_label,
+    resolve_shell,
+)
+from penguin.environment.supervisor._commands import report_output
+
+from ..processes import alive, marked_processes, wait_gone, wait_until
+
+pytestmark = pytest.mark.usefixtures("hermetic_home", "no_stray_processes")
+
+DAY = 24 * 3600.0
+PYTHON = shlex.quote(sys.executable)
+
+
+def new_supervisor(nursery: trio.Nursery, cap: int = 3) -> CommandSupervisor:
+    return CommandSupervisor(
+        nursery,
+        tag=f"test-{uuid.uuid4().hex[:8]}",
+        vault={},
+        proxy=lambda: None,
+        shell=resolve_shell(os.environ),
+        cap=cap,
+    )
+
+
+@pytest.fixture
+async def supervisor() -> AsyncIterator[CommandSupervisor]:
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        try:
+            yield commands
+        finally:
+            await commands.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def start(commands: CommandSupervisor, cmd: str, cwd: Path) -> CommandSession:
+    session = await commands.spawn(cmd, cwd)
+    commands.register(session)
+    return session
+
+
+def listed(commands: CommandSupervisor) -> list[str]:
+    return [c.process_id for c in commands.list()]
+
+
+async def gather(commands: CommandSupervisor, session: CommandSession, window: float) -> str:
+    chunks: list[str] = []
+
+    async def emit(text: str) -> None:
+        chunks.append(text)
+
+    await commands.collect(session, window, emit)
+    return "".join(chunks)
+
+
+# ---------------------------------------------------------------------------- 4.1, 4.3
+
+
+async def test_4_1_evicts_exited_then_lru_running(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    a = await start(supervisor, "sleep 1000", workspace)
+    b = await start(supervisor, "exit 0", workspace)
+    c = await start(supervisor, "sleep 1000", workspace)
+    with trio.fail_after(5):
+        await b.exited.wait()
+
+    d = await start(supervisor, "sleep 1000", workspace)  # full: the exited one goes first
+    assert listed(supervisor) == [a.process_id, c.process_id, d.process_id]
+    assert supervisor.get(b.process_id) is None
+
+    assert supervisor.get(a.process_id) is a  # a lookup refreshes a
+    e = await start(supervisor, "sleep 1000", workspace)  # no exited one: c is the LRU
+    assert listed(supervisor) == [a.process_id, d.process_id, e.process_id]
+    with trio.fail_after(5):
+        await c.ended.wait()  # eviction kills
+    assert not alive(c.spawned.pid)
+
+    supervisor.write(d, "")  # a stdin write refreshes d
+    supervisor.interrupt(e)  # so does Ctrl-C (sleep dies of it)
+    f = await start(supervisor, "sleep 1000", workspace)  # e exited: it goes first
+    assert listed(supervisor) == [a.process_id, d.process_id, f.process_id]
+    g = await start(supervisor, "sleep 1000", workspace)  # a was used least recently
+    assert listed(supervisor) == [d.process_id, f.process_id, g.process_id]
+    with trio.fail_after(5):
+        await a.ended.wait()
+    await wait_gone([a.spawned.pid, e.spawned.pid])
+
+
+async def test_4_3_idle_sweep_removes_sessions_unaccessed_for_ten_days(
+    mock_clock: trio.testing.MockClock, workspace: Path
+) -> None:
+    mock_clock.rate = 1.0  # real processes: let virtual time run with real time
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        try:
+            old = await start(commands, "sleep 1000", workspace)
+            fresh = await start(commands, "sleep 1000", workspace)
+            mock_clock.jump(9 * DAY)
+            assert commands.get(fresh.process_id) is fresh
+            assert listed(commands) == [old.process_id, fresh.process_id]  # listing: no refresh
+            mock_clock.jump(DAY + 3600)  # the hourly sweep runs 10 days and 1 hour in
+            with trio.fail_after(5):
+                await old.ended.wait()
+            assert listed(commands) == [fresh.process_id]
+            assert fresh.running
+        finally:
+            await commands.aclose()
+            nursery.cancel_scope.cancel()
+
+
+# ---------------------------------------------------------------------------- 4.5
+
+
+async def test_4_5_collect_streams_then_drains_after_exit(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    session = await supervisor.spawn("echo one; echo two >&2; exit 0", workspace)
+    with trio.fail_after(5):
+        text = await gather(supervisor, session, 60)
+    assert text == "one\ntwo\n"
+    assert session.exit_status == ExitStatus(code=0)
+    supervisor.discard(session)
+
+
+async def test_4_5_a_flood_cannot_hold_a_window_open(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    session = await supervisor.spawn("yes", workspace)
+    received = 0
+
+    async def emit(text: str) -> None:  # a slow consumer: the buffer refills meanwhile
+        nonlocal received
+        received += len(text)
+        await trio.sleep(0.002)
+
+    started = time.monotonic()
+    with trio.fail_after(5):
+        exited = await supervisor.collect(session, 0.25, emit)
+    assert not exited
+    assert time.monotonic() - started < 2
+    assert received > 0
+    await supervisor.remove(session)
+
+
+async def test_4_5_a_slow_consumer_loses_nothing_after_exit(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    # Output that a background child writes just after the foreground exit arrives in
+    # the post-exit drain; an emit slower than that drain's 50 ms must still complete.
+    session = await supervisor.spawn("(sleep 0.01; seq 1 3000) & exit 0", workspace)
+    delivered: list[str] = []
+
+    async def emit(text: str) -> None:
+        await trio.sleep(0.08)
+        delivered.append(text)
+
+    with trio.fail_after(5):
+        assert await supervisor.collect(session, 60, emit)
+        await session.output_closed.wait()
+    rest = session.buffer.drain()
+    assert "".join(delivered) + rest == "".join(f"{n}\n" for n in range(1, 3001))
+    await supervisor.remove(session)
+
+
+async def test_4_5_write_then_collect_in_order(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    session = await start(supervisor, "cat", workspace)
+    for part in ("a", "b", "c\n"):
+        supervisor.write(session, part)
+    text = ""
+    with trio.fail_after(5):
+        while text != "abc\n":
+            text += await gather(supervisor, session, 0.05)
+    supervisor.interrupt(session)
+    with trio.fail_after(5):
+        await session.exited.wait()
+    assert session.exit_status == ExitStatus(signal_name="SIGINT")
+
+
+# ---------------------------------------------------------------------------- 3.13 (sans IO)
+
+
+def test_3_13_2_label_and_output() -> None:
+    assert report_label("echo hi\necho there") == "echo hi"
+    assert report_label("x" * 120) == "x" * 120
+    assert report_label("x" * 121) == "x" * 119 + "…"
+    assert report_output("a" * 4000) == "a" * 4000
+    assert report_output("b" + "a" * 4000) == (
+        "[earlier output dropped: exceeded 4000 chars]\n" + "a" * 4000
+    )
+
+
+def test_3_13_3_report_text() -> None:
+    report = BackgroundReport(
+        kind="command",
+        id="proc-0000abcd",
+        label="make test",
+        status="failed",
+        detail="exit code 2",
+        output="boom\n",
+    )
+    assert report.text() == (
+        "[background_task_done]\n"
+        "Automatic notification from the harness, not the user: "
+        "a background task you started has finished.\n"
+        "kind: command\n"
+        "id: proc-0000abcd\n"
+        "status: failed\n"
+        "detail: exit code 2\n"
+        "[/background_task_done]\n"
+        "\n"
+        "Background command failed: `make test` (process_id proc-0000abcd) — exit code 2\n"
+        "\n"
+        "boom\n"
+    )
+    quiet = BackgroundReport(
+        kind="subagent", id="subagent-1", label="p", status="completed", detail="", output=" \n"
+    )
+    assert quiet.text() == (
+        "[background_task_done]\n"
+        "Automatic notification from the harness, not the user: "
+        "a background task you started has finished.\n"
+        "kind: subagent\n"
+        "id: subagent-1\n"
+        "status: completed\n"
+        "[/background_task_done]\n"
+        "\n"
+        "Background subagent finished: `p` (subagent_id subagent-1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "failed", "text"),
+    [
+        (ExitStatus(code=0), False, "exit code 0"),
+        (ExitStatus(code=3), True, "exit code 3"),
+        (ExitStatus(), True, "exit code unknown"),
+        (ExitStatus(signal_name="SIGTERM"), True, "terminated by signal SIGTERM"),
+        (ExitStatus(spawn_error="boom"), True, "spawn error: boom"),
+        (ExitStatus.from_returncode(-9), True, "terminated by signal SIGKILL"),
+        (ExitStatus.from_returncode(7), True, "exit code 7"),
+    ],
+)
+def test_3_13_1_exit_status(status: ExitStatus, failed: bool, text: str) -> None:
+    assert status.failed is failed
+    assert status.describe() == text
+
+
+# ---------------------------------------------------------------------------- 4.12-4.14
+
+
+async def test_4_12_closed_supervisor(workspace: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        running = await start(commands, "sleep 1000", workspace)
+        loose = await commands.spawn("sleep 1000", workspace)  # never registered
+        await commands.aclose()
+        await commands.aclose()  # idempotent
+        nursery.cancel_scope.cancel()
+    assert running.ended.is_set()
+    assert loose.ended.is_set()
+    assert commands.list() == []
+    assert commands.get(running.process_id) is None
+    with pytest.raises(SupervisorClosedError, match=r"^command session manager disposed$"):
+        await commands.spawn("true", workspace)
+    await wait_gone([running.spawned.pid, loose.spawned.pid], within=1)
+    with pytest.raises(trio.EndOfChannel):
+        commands.reports.receive_nowait()
+
+
+async def test_4_14_printed_url_and_listen_port_probe(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    printed = await start(
+        supervisor,
+        "printf '\\033[32mready\\033[0m at http://0.0.0.0:8123/app.\\n'; sleep 1000",
+        workspace,
+    )
+    listener = await start(
+        supervisor,
+        f'{PYTHON} -c "import socket, time\n'
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        "print('port', s.getsockname()[1], flush=True); time.sleep(1000)\"",
+        workspace,
+    )
+    quiet = await start(supervisor, "sleep 1000", workspace)
+
+    def urls() -> dict[str, str | None]:
+        return {c.process_id: c.service_url for c in supervisor.list()}
+
+    await wait_until(lambda: urls()[printed.process_id] is not None)
+    assert urls()[printed.process_id] == "http://localhost:8123/app"
+    await wait_until(lambda: bool(listener.buffer))
+    port = int(listener.buffer.drain().split()[1])
+
+    await supervisor.probe_services()
+    assert urls() == {
+        printed.process_id: "http://localhost:8123/app",
+        listener.process_id: f"http://localhost:{port}",
+        quiet.process_id: None,
+    }
+
+
+async def test_spawn_cancelled_mid_start_leaves_nothing(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    await supervisor.remove(await supervisor.spawn("true", workspace))  # resolve the login env
+    for attempt in range(24):
+        started = time.monotonic()
+        with trio.move_on_after(attempt * 0.0005) as scope:
+            session = await supervisor.spawn("sleep 1000", workspace)
+        assert time.monotonic() - started < 0.9  # never the release deadline
+        if not scope.cancelled_caught:
+            await supervisor.remove(session)
+        await wait_until(lambda: not marked_processes(supervisor.tag + "/"), within=2)
+    assert supervisor.list() == []
+
+
+LISTEN_UNTIL_A_LINE = (
+    f'{PYTHON} -c "import socket, sys, time\n'
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+    "print('port', s.getsockname()[1], flush=True)\n"
+    "sys.stdin.readline(); s.close(); print('closed', flush=True); time.sleep(1000)\""
+)
+
+
+async def test_4_14_probe_at_most_every_five_seconds_and_an_empty_result_clears(
+    mock_clock: trio.testing.MockClock, workspace: Path
+) -> None:
+    mock_clock.rate = 1.0
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        try:
+            session = await start(commands, LISTEN_UNTIL_A_LINE, workspace)
+            await wait_until(lambda: bool(session.buffer))
+            port = int(session.buffer.drain().split()[1])
+            await commands.probe_services()
+            [listed_once] = commands.list()
+            assert listed_once.service_url == f"http://localhost:{port}"
+
+            commands.write(session, "\n")  # the port closes
+            await wait_until(lambda: bool(session.buffer))
+            assert session.buffer.drain() == "closed\n"
+            await commands.probe_services()  # too soon: the old value stays
+            [listed_twice] = commands.list()
+            assert listed_twice.service_url == f"http://localhost:{port}"
+
+            mock_clock.jump(5)
+            await commands.probe_services()  # nothing listens now: cleared
+            [listed_again] = commands.list()
+            assert listed_again.service_url is None
+        finally:
+            await commands.aclose()
+            nursery.cancel_scope.cancel()
