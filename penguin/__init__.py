@@ -7,20 +7,32 @@ PenguinHarness protocol. The main entry points::
     import penguin
     from penguin import protocol as om
 
+    # one tool call under the execution contract
     async with penguin.Environment.open(penguin.EnvironmentConfig(workspace_dir=".")) as env:
         out = await env.call_tool(om.tool_call("read_file", {"file_path": "README.md"}, "c1"))
 
-Subpackages users import: ``penguin.protocol``, ``penguin.config``. Everything else
-is private and may move.
+    # a whole agent: model, approvals, tools, trace
+    agent = penguin.Agent.open()
+    async with agent.session(workspace_dir=".") as session:
+        async with session.run([om.user_text("...")], approve=approve) as stream:
+            async for message in stream: ...
+
+Subpackages users import: ``penguin.protocol``, ``penguin.config``, ``penguin.llm``,
+``penguin.approval``, ``penguin.trace`` and ``penguin.engine``. Everything else is
+private and may move.
 """
 
 from __future__ import annotations
 
 from penguin import approval as approval
 from penguin import config as config
+from penguin import engine as engine
 from penguin import llm as llm
 from penguin import protocol as protocol
 from penguin import trace as trace
+from penguin.agent import Agent as Agent
+from penguin.agent import Session as Session
+from penguin.agent import SessionNotFoundError as SessionNotFoundError
 from penguin.config import ToolDefinitionConfig as ToolDefinitionConfig
 from penguin.environment import Environment as Environment
 from penguin.environment import EnvironmentClosedError as EnvironmentClosedError
@@ -33,9 +45,12 @@ from penguin.environment import WorkspaceError as WorkspaceError
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "Agent",
     "Environment",
     "EnvironmentClosedError",
     "EnvironmentConfig",
+    "Session",
+    "SessionNotFoundError",
     "Tool",
     "ToolContext",
     "ToolDefinitionConfig",
@@ -44,6 +59,7 @@ __all__ = [
     "__version__",
     "approval",
     "config",
+    "engine",
     "llm",
     "protocol",
     "trace",

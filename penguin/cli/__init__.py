@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from penguin import __version__
 
-from . import _tool
+from . import _config, _demo, _run, _tool
 
 __all__ = ["build_parser", "main"]
 
@@ -24,13 +24,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="penguin",
         description=(
-            "penguin: a Trio-based core for LLM agent harnesses. "
-            "Run one tool call through the real execution contract with `penguin tool`."
+            "penguin: a Trio-based core for LLM agent harnesses. Try `penguin demo` (no "
+            "model needed), run a task with `penguin run -m TEXT`, or make one tool call "
+            "with `penguin tool`."
         ),
     )
     parser.add_argument("--version", action="version", version=f"penguin {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _run.register(commands)
+    _demo.register(commands)
     _tool.register(commands)
+    _config.register(commands)
     return parser
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,6 +20,8 @@ import trio
 
 from penguin import protocol as om
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
+
+from ._signals import interrupt_on_signals
 
 __all__ = ["register", "run_tool"]
 
@@ -109,7 +110,7 @@ async def run_tool(
     final: om.ToolCallOutputPayload | None = None  # stays None after a hard stop
     try:
         async with Environment.open(config) as env, trio.open_nursery() as nursery:
-            nursery.start_soon(_interrupt_on_sigint, interrupt, nursery.cancel_scope)
+            nursery.start_soon(interrupt_on_signals, interrupt, nursery.cancel_scope)
             final = await _stream(env, call, interrupt, out)
             nursery.cancel_scope.cancel()
     except WorkspaceError as exc:
@@ -146,12 +147,3 @@ async def _stream(
         out.write("\n")
         out.flush()
     return final
-
-
-async def _interrupt_on_sigint(interrupt: trio.Event, hard_stop: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async for _ in signals:
-            if interrupt.is_set():
-                hard_stop.cancel()
-                return
-            interrupt.set()

@@ -1,4 +1,4 @@
-"""Configuration: tool definitions, the default toolset, ``system_config.yaml``.
+"""Configuration: tool definitions, the default toolset, the files of an agent on disk.
 
 Users import from here; the private modules may move::
 
@@ -8,6 +8,13 @@ Users import from here; the private modules may move::
     tools = config.select_tools(tools, vision=False)     # describe_image instead of read_image
     agent = config.load_system_config("system_config.yaml")   # ConfigError on a bad file
     agent.effective_builtin_tools()                      # tools.builtin, or the defaults
+    agent.system_prompt                                  # the template, or the built-in one
+
+    paths = config.AgentPaths(None, "default_project", "default_agent")  # $PENGUIN_HOME
+    project = config.load_project_config(paths.project_config)   # .project_config.toml
+    model = config.resolve_model(project)                # the default model's ModelEntry
+    vault = config.load_vault(paths.vault)               # {"GITHUB_TOKEN": "..."}
+    prompt = config.render_system_prompt(agent.system_prompt, values)
 """
 
 from __future__ import annotations
@@ -20,6 +27,30 @@ from ._mcp import McpPermission as McpPermission
 from ._mcp import McpRemoteTransport as McpRemoteTransport
 from ._mcp import McpServerConfig as McpServerConfig
 from ._mcp import McpStdioTransport as McpStdioTransport
+from ._paths import DEFAULT_AGENT_ID as DEFAULT_AGENT_ID
+from ._paths import DEFAULT_PROJECT_ID as DEFAULT_PROJECT_ID
+from ._paths import PENGUIN_HOME_VAR as PENGUIN_HOME_VAR
+from ._paths import AgentPaths as AgentPaths
+from ._paths import data_root as data_root
+from ._paths import new_session_id as new_session_id
+from ._paths import new_temp_workspace as new_temp_workspace
+from ._paths import validate_id as validate_id
+from ._project import KNOWN_BASE_URLS as KNOWN_BASE_URLS
+from ._project import ModelEntry as ModelEntry
+from ._project import ModelKey as ModelKey
+from ._project import ProjectConfig as ProjectConfig
+from ._project import add_model as add_model
+from ._project import clear_vision_model as clear_vision_model
+from ._project import load_project_config as load_project_config
+from ._project import remove_model as remove_model
+from ._project import resolve_model as resolve_model
+from ._project import save_project_config as save_project_config
+from ._project import set_default_model as set_default_model
+from ._project import set_vision_model as set_vision_model
+from ._prompt import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
+from ._prompt import agents_md_block as agents_md_block
+from ._prompt import render_system_prompt as render_system_prompt
+from ._prompt import system_prompt_values as system_prompt_values
 from ._select import apply_call_description as apply_call_description
 from ._select import select_tools as select_tools
 from ._system import AgentConfig as AgentConfig
@@ -31,25 +62,59 @@ from ._tools import DEFAULT_TIMEOUT_MS as DEFAULT_TIMEOUT_MS
 from ._tools import ForModel as ForModel
 from ._tools import Permission as Permission
 from ._tools import ToolDefinitionConfig as ToolDefinitionConfig
+from ._vault import list_vault_keys as list_vault_keys
+from ._vault import load_vault as load_vault
+from ._vault import remove_vault as remove_vault
+from ._vault import set_vault as set_vault
+from ._vault import validate_env_name as validate_env_name
 
 __all__ = [
+    "DEFAULT_AGENT_ID",
     "DEFAULT_MAX_OUTPUT_LENGTH",
     "DEFAULT_MCP_CONNECT_TIMEOUT_MS",
+    "DEFAULT_PROJECT_ID",
+    "DEFAULT_SYSTEM_PROMPT",
     "DEFAULT_TIMEOUT_MS",
+    "KNOWN_BASE_URLS",
+    "PENGUIN_HOME_VAR",
     "SUBAGENT_TOOL_NAMES",
     "AgentConfig",
+    "AgentPaths",
     "ConfigError",
     "ForModel",
     "McpPermission",
     "McpRemoteTransport",
     "McpServerConfig",
     "McpStdioTransport",
+    "ModelEntry",
+    "ModelKey",
     "Permission",
+    "ProjectConfig",
     "ToolDefinitionConfig",
+    "add_model",
+    "agents_md_block",
     "apply_call_description",
+    "clear_vision_model",
+    "data_root",
     "default_tools",
     "dump_default_system_config",
+    "list_vault_keys",
+    "load_project_config",
     "load_system_config",
+    "load_vault",
+    "new_session_id",
+    "new_temp_workspace",
+    "remove_model",
+    "remove_vault",
+    "render_system_prompt",
+    "resolve_model",
+    "save_project_config",
     "select_tools",
+    "set_default_model",
+    "set_vault",
+    "set_vision_model",
+    "system_prompt_values",
+    "validate_env_name",
+    "validate_id",
     "write_system_config",
 ]

@@ -1,18 +1,18 @@
 """``system_config.yaml``, an agent's own configuration (spec 6.2, 6.5; DESIGN §3, §4).
 
-Owns reading the file into an :class:`AgentConfig` (validating every
-``tools.builtin`` entry and, leniently, every ``tools.mcpServers`` entry), and
-writing it: the complete, commented default file an agent starts with, and
-atomic rewrites of a loaded document. It does not decide where the file lives
-(the agent layer) and does not know which tool names are executable (the
-Environment keeps unknown names out of the model's sight).
+Owns reading the file into an :class:`AgentConfig` (validating the
+``system_prompt`` template, every ``tools.builtin`` entry and, leniently, every
+``tools.mcpServers`` entry), and writing it: the complete, commented default
+file an agent starts with, and atomic rewrites of a loaded document. It does not
+decide where the file lives (the agent layer) and does not know which tool names
+are executable (the Environment keeps unknown names out of the model's sight).
 
 The file is read and written with ruamel.yaml in round-trip mode, and the loaded
 document is kept on the :class:`AgentConfig`, so a later writer can change one
-value and keep the user's comments, key order and unknown keys (such as a future
-``system_prompt``). The YAML keys keep the reference spellings (``forModel``,
-``timeoutMs``, ``maxOutputLength``, ``call_description``); attributes are
-snake_case.
+value and keep the user's comments, key order and unknown keys. Rendering the
+``system_prompt`` template is ``_prompt``'s job. The YAML keys keep the reference
+spellings (``forModel``, ``timeoutMs``, ``maxOutputLength``,
+``call_description``); attributes are snake_case.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 from ._defaults import default_tools
 from ._errors import ConfigError
 from ._mcp import McpServerConfig, parse_mcp_servers
+from ._prompt import DEFAULT_SYSTEM_PROMPT
 from ._tools import (
     DEFAULT_MAX_OUTPUT_LENGTH,
     DEFAULT_TIMEOUT_MS,
@@ -84,12 +85,15 @@ class AgentConfig:
     included. :meth:`effective_builtin_tools` resolves the two cases.
     ``mcp_servers`` holds the valid MCP entries. ``document`` is the round-trip
     YAML as loaded, for writers that must keep comments and unknown keys; it is
-    not part of equality.
+    not part of equality. ``system_prompt`` is the template under the
+    ``system_prompt`` key; when the key is absent or null it is penguin's
+    built-in template, :data:`~penguin.config.DEFAULT_SYSTEM_PROMPT`.
     """
 
     path: Path
     builtin_tools: tuple[ToolDefinitionConfig, ...] | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
     document: CommentedMap = attrs.field(factory=CommentedMap, eq=False, repr=False)
 
     def effective_builtin_tools(self) -> list[ToolDefinitionConfig]:
@@ -203,9 +207,9 @@ def load_system_config(path: str | os.PathLike[str]) -> AgentConfig:
 
     An empty file is all defaults. Raises :class:`ConfigError` — naming the file,
     the line and the field — for a missing or unreadable file, broken YAML, a root
-    that is not a mapping, or any invalid ``tools.builtin`` entry. Invalid
-    ``tools.mcpServers`` entries are only logged and skipped. Blocking: call it from
-    a worker thread in async code.
+    that is not a mapping, a ``system_prompt`` that is not a string, or any
+    invalid ``tools.builtin`` entry. Invalid ``tools.mcpServers`` entries are only
+    logged and skipped. Blocking: call it from a worker thread in async code.
     """
     file = Path(path)
     text = _read_text(file)
@@ -229,6 +233,9 @@ def load_system_config(path: str | os.PathLike[str]) -> AgentConfig:
         )
 
     root = Located(value=document, field="", line=1, path=os.fspath(path))
+    system_prompt = DEFAULT_SYSTEM_PROMPT
+    if (prompt := _present(root, "system_prompt")) is not None:
+        system_prompt = expect_str(prompt, blank_ok=True)
     builtin: tuple[ToolDefinitionConfig, ...] | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()
     if (tools := _present(root, "tools")) is not None:
@@ -238,7 +245,13 @@ def load_system_config(path: str | os.PathLike[str]) -> AgentConfig:
             builtin = _parse_builtin(tools.child("builtin"))
         if "mcpServers" in tools.value:
             mcp_servers = parse_mcp_servers(tools.child("mcpServers"))
-    return AgentConfig(path=file, builtin_tools=builtin, mcp_servers=mcp_servers, document=document)
+    return AgentConfig(
+        path=file,
+        builtin_tools=builtin,
+        mcp_servers=mcp_servers,
+        system_prompt=system_prompt,
+        document=document,
+    )
 
 
 def write_system_config(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
@@ -255,7 +268,17 @@ def write_system_config(path: str | os.PathLike[str], document: Mapping[str, Any
 
 _HEADER: Final = """\
 An agent's configuration, read by penguin each time the agent starts a session.
+"""
 
+_PROMPT_COMMENT: Final = """\
+system_prompt is the template of the system prompt. penguin fills in these
+placeholders when a session starts: {{CWD}} (the workspace), {{DATE}},
+{{PLATFORM}}, {{OS}}, {{ARCH}}, {{SHELL}}, {{MODEL_ID}}, {{AGENT_ID}},
+{{SESSION_ID}} and {{AGENTS_MD}} (the workspace's AGENTS.md in a
+[developer_instructions] block, or nothing). Other {{...}} text is left as it
+is. Remove the key to always get the built-in prompt of the installed penguin."""
+
+_TOOLS_COMMENT: Final = """\
 tools.builtin is the complete list of builtin tools this agent offers the model, in
 order. It is not merged with penguin's defaults: remove an entry to withdraw that
 tool, edit a description to change what the model reads, and keep each entry's
@@ -274,8 +297,7 @@ Keys of a tool entry:
                     text-only: only for models that do not
   timeoutMs         time limit of one call, in milliseconds (0: none; default 120000)
   maxOutputLength   characters of output shown to the model (0: no limit; default 16000)
-  call_description  false hides the "description" argument from the model
-"""
+  call_description  false hides the "description" argument from the model"""
 
 _MCP_COMMENT: Final = """\
 MCP servers whose tools join the builtin ones as mcp__<server>__<tool>, e.g.
@@ -334,7 +356,10 @@ def _default_document() -> CommentedMap:
     tools["mcpServers"] = CommentedSeq()
     tools.yaml_set_comment_before_after_key("mcpServers", before="\n" + _MCP_COMMENT, indent=2)
     document = CommentedMap()
+    document["system_prompt"] = LiteralScalarString(DEFAULT_SYSTEM_PROMPT)
     document["tools"] = tools
+    document.yaml_set_comment_before_after_key("system_prompt", before="\n" + _PROMPT_COMMENT)
+    document.yaml_set_comment_before_after_key("tools", before="\n" + _TOOLS_COMMENT)
     document.yaml_set_start_comment(_HEADER)
     return document
 
@@ -342,10 +367,12 @@ def _default_document() -> CommentedMap:
 def dump_default_system_config(path: str | os.PathLike[str]) -> None:
     """Write the complete, commented default ``system_config.yaml`` to ``path``.
 
-    The file lists the default toolset under ``tools.builtin`` with every key
+    The file holds the built-in system prompt template under ``system_prompt``
+    and lists the default toolset under ``tools.builtin`` with every key
     spelled out, so users edit a complete file; :func:`load_system_config` reads
-    it back as exactly :func:`default_tools`. The write is atomic and replaces an
-    existing file; missing parent directories are created. Raises
-    :class:`OSError` when the file cannot be written.
+    it back as exactly :data:`DEFAULT_SYSTEM_PROMPT` and :func:`default_tools`.
+    The write is atomic and replaces an existing file; missing parent
+    directories are created. Raises :class:`OSError` when the file cannot be
+    written.
     """
     write_system_config(path, _default_document())

@@ -160,9 +160,50 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
+@attrs.define(eq=False)
+class _Watch:
+    scopes: set[trio.CancelScope]
+    stop: trio.CancelScope
+
+
+class _InterruptWatcher:
+    """Cancels the scopes of every call that shares an interrupt event, with one task.
+
+    An engine passes the same event to every call of a run; one waiting task per
+    event (instead of one per call) keeps a turn of eight calls cheap. A watch ends
+    when its event is set or when its last call has finished.
+    """
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._watches: dict[trio.Event, _Watch] = {}
+
+    def watch(self, event: trio.Event, scope: trio.CancelScope) -> Callable[[], None]:
+        """Cancel ``scope`` when ``event`` is set; call the result once the call is over."""
+        if event.is_set():
+            scope.cancel()
+            return lambda: None
+        watch = self._watches.get(event)
+        if watch is None:
+            watch = self._watches[event] = _Watch(set(), trio.CancelScope())
+            self._nursery.start_soon(self._wait, event, watch)
+        watch.scopes.add(scope)
+
+        def done() -> None:
+            watch.scopes.discard(scope)
+            if not watch.scopes and self._watches.get(event) is watch:
+                del self._watches[event]
+                watch.stop.cancel()
+
+        return done
+
+    async def _wait(self, event: trio.Event, watch: _Watch) -> None:
+        with watch.stop:
+            await event.wait()
+            for scope in watch.scopes:
+                scope.cancel()
+        if self._watches.get(event) is watch:
+            del self._watches[event]
 
 
 class Environment:
@@ -208,6 +249,7 @@ class Environment:
                 )
             self._entries[tool.name] = tool.definition
             self._tools[tool.name] = tool
+        self._interrupts = _InterruptWatcher(nursery)
         self._archive_root = (
             None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
         )
@@ -375,6 +417,24 @@ class Environment:
         assert final is not None, "every call ends with a complete tool_call_output"
         return final
 
+    async def run_call(
+        self,
+        call: om.OmniMessage[om.ToolCallPayload],
+        emit: Callable[[Message], Awaitable[None]],
+        *,
+        interrupt: trio.Event | None = None,
+        approve: om.ApproveFn | None = None,
+    ) -> None:
+        """Run one call in the caller's task, handing each message to ``emit`` in order.
+
+        The same contract and the same messages as :meth:`execute_tool`, without a
+        channel and a task of its own: for an owner that already merges many streams
+        (the agent loop runs a turn's calls this way). ``emit`` applies back-pressure
+        by taking its time; if it raises, the call stops there (a hard stop).
+        """
+        self._check_open()
+        await self._run_call(call, interrupt, approve, emit)
+
     def _check_open(self) -> None:
         if self._closed:
             raise EnvironmentClosedError("this Environment is closed; open a new one")
@@ -480,15 +540,14 @@ class _CallRun:
         interrupt_scope = trio.CancelScope()
         timeout_scope = trio.CancelScope(deadline=deadline)
         interrupt = self.interrupt
-        if interrupt is None or interrupt.is_set():
-            if interrupt is not None:
-                interrupt_scope.cancel()
+        if interrupt is None:
             returned, error = await self._execute(args, interrupt_scope, timeout_scope)
         else:
-            async with trio.open_nursery() as watcher:
-                watcher.start_soon(_cancel_when_set, interrupt, interrupt_scope)
+            done = self.env._interrupts.watch(interrupt, interrupt_scope)
+            try:
                 returned, error = await self._execute(args, interrupt_scope, timeout_scope)
-                watcher.cancel_scope.cancel()
+            finally:
+                done()
         result = returned if isinstance(returned, ToolResult) else None
         if returned is not None and result is None:
             error = TypeError(

@@ -31,11 +31,11 @@ def test_text_then_close() -> None:
     out = assembler.take()
     assert kinds(out) == [
         "partial_text:start",
-        "partial_text:delta",
-        "partial_text:delta",
+        "partial_text:delta",  # the deltas of one batch are joined
         "partial_text:stop",
         "text",
     ]
+    assert out[1].payload.text == "Hello"  # type: ignore[union-attr]
     assert out[-1] == om.OmniMessage(
         out[-1].timestamp,
         "model_msg",
@@ -140,3 +140,14 @@ def test_any_delta_sequence_keeps_the_discipline(
         m.payload.text for m in completes if isinstance(m.payload, om.TextPayload)
     )
     assert streamed_text == "".join(texts)
+
+
+def test_deltas_of_different_batches_stay_apart() -> None:
+    assembler = ids()
+    assembler.text("Hel")
+    first = assembler.take()
+    assembler.text("lo")
+    assembler.close()
+    second = assembler.take()
+    assert [m.payload.text for m in first if om.is_partial(m)] == ["", "Hel"]  # type: ignore[union-attr]
+    assert [getattr(m.payload, "text", None) for m in second][:1] == ["lo"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -79,7 +80,13 @@ async def test_concurrent_submissions_keep_their_order(
         assert read_back(traces, len(expected)) == expected
 
 
-any_text = st.text(st.characters(categories=("Cs", "Lu", "Ll", "Lo", "Zl", "Zp", "Cc", "So")))
+_HIGH_THEN_LOW = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+# A high surrogate followed by a low one is, in JSON, the same text as the astral
+# character they encode ("\ud800\udc00" is "𐀀"): lone surrogates only.
+any_text = st.text(
+    st.characters(categories=("Cs", "Lu", "Ll", "Lo", "Zl", "Zp", "Cc", "So"))
+).filter(lambda text: _HIGH_THEN_LOW.search(text) is None)
 
 
 @settings(max_examples=60, deadline=None)

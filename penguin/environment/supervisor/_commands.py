@@ -75,8 +75,8 @@ PUMP_CHUNK: Final = 256 * 1024
 REPORT_OUTPUT_LIMIT: Final = 4000
 PROBE_TIMEOUT: Final = 1.5
 PROBE_INTERVAL: Final = 5.0
-_RELEASE_DEADLINE: Final = DEFAULT_GRACE + 5.0
-"""How long ending one process tree may take before the last-resort SIGKILL."""
+_RELEASE_MARGIN: Final = 5.0
+"""How long ending a tree may take beyond its grace period before the last resort."""
 
 Emit = Callable[[str], Awaitable[None]]
 
@@ -196,10 +196,14 @@ class CommandSession:
     process ends; :attr:`output_closed` when every writer of the output closed it.
     """
 
-    def __init__(self, process_id: str, cmd: str, cwd: Path, owner: str) -> None:
+    def __init__(
+        self, process_id: str, cmd: str, cwd: Path, owner: str, grace: float = DEFAULT_GRACE
+    ) -> None:
         self.process_id = process_id
         self.cmd = cmd
         self.cwd = cwd
+        self.grace = grace
+        """Seconds between SIGTERM and SIGKILL when this session is ended."""
         self.owner = owner
         self.buffer = UnreadBuffer()
         self.exited = trio.Event()
@@ -286,8 +290,8 @@ class CommandSession:
             on_end(self)
 
     async def _end(self, spawned: SpawnedProcess) -> None:
-        with trio.move_on_after(_RELEASE_DEADLINE) as scope:
-            await end_process_tree(spawned, self.owner, self.exited)
+        with trio.move_on_after(self.grace + _RELEASE_MARGIN) as scope:
+            await end_process_tree(spawned, self.owner, self.exited, grace=self.grace)
             with trio.move_on_after(POST_EXIT_DRAIN * 4):
                 await self.output_closed.wait()
         if scope.cancelled_caught and not self.exited.is_set():
@@ -386,6 +390,7 @@ class CommandSupervisor:
         shell: Shell,
         host_env: Callable[[], Mapping[str, str]] = lambda: dict(os.environ),
         cap: int = COMMAND_CAP,
+        grace: float = DEFAULT_GRACE,
     ) -> None:
         self._nursery = nursery
         self.tag = tag
@@ -395,6 +400,8 @@ class CommandSupervisor:
         self._shell = shell
         self._host_env = host_env
         self._registry: SessionRegistry[CommandSession] = SessionRegistry(cap)
+        self.grace = grace
+        """Seconds between SIGTERM and SIGKILL for sessions spawned from now on (4.11)."""
         self._login_env: dict[str, str] | None = None
         self._login_lock = trio.Lock()
         self._closed = False
@@ -431,7 +438,7 @@ class CommandSupervisor:
         env = child_environment(
             base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
         )
-        session = CommandSession(process_id, cmd, cwd, owner)
+        session = CommandSession(process_id, cmd, cwd, owner, self.grace)
         if self._closed:
             raise SupervisorClosedError
         self._live.add(session)
@@ -484,7 +491,6 @@ class CommandSupervisor:
         session = self._registry.remove(process_id)
         if session is not None:
             session.registered = False
-            session.report_label = None
             session.release()
         return session
 
@@ -576,12 +582,14 @@ class CommandSupervisor:
         session.report_label = None
 
     async def _on_exit(self, session: CommandSession) -> None:
-        if session.report_label is None:
+        # The report is owed from the moment the foreground process ended (3.13.1):
+        # taking the label now means no later removal of the session can lose it.
+        label, session.report_label = session.report_label, None
+        if label is None:
             return
         with trio.move_on_after(POST_EXIT_DRAIN):
             await session.output_closed.wait()
-        label, session.report_label = session.report_label, None
-        if label is None or self._closed:
+        if self._closed:
             return
         status = session.exit_status or ExitStatus()
         self._reports_send.send_nowait(
@@ -609,7 +617,9 @@ class CommandSupervisor:
                     cwd=str(session.cwd),
                     started_at=session.spawned.started_at,
                     running=session.running,
-                    service_url=session.printed_url() or session.service_url,
+                    service_url=(
+                        (session.printed_url() or session.service_url) if session.running else None
+                    ),
                 )
             )
         return out

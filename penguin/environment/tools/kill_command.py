@@ -1,8 +1,9 @@
 """The kill_command tool (spec 3.4): end a background command and remove its session.
 
-The completion report is disarmed first (a killed command sends none), undelivered
-output is handed over, then the whole process tree is ended and waited for: when the
-call returns, nothing the command started is still running.
+The completion report is disarmed first (a killed command sends none), then the
+whole process tree is ended and waited for — when the call returns, nothing the
+command started is still running — and the output not delivered yet, including
+what the command wrote while it was being stopped, is handed over.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ class KillCommandTool(CommandTool):
         process_id, session = found
         await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call kills nothing
         commands.disarm_report(session)
+        was_running = session.running
+        # Kill first, then hand over the output: what the command wrote until it was
+        # gone (during the grace period too) is all in the buffer by then.
+        await commands.remove(session)
         if session.buffer:
             await ctx.emit(session.buffer.drain())
-        was_running = session.running
-        await commands.remove(session)
         if was_running:
             return ToolResult(
                 note=(

@@ -337,7 +337,7 @@ async def test_spawn_cancelled_mid_start_leaves_nothing(
         started = time.monotonic()
         with trio.move_on_after(attempt * 0.0005) as scope:
             session = await supervisor.spawn("sleep 1000", workspace)
-        assert time.monotonic() - started < 0.9  # never the release deadline
+        assert time.monotonic() - started < 5  # never the release deadline (6 s)
         if not scope.cancelled_caught:
             await supervisor.remove(session)
         await wait_until(lambda: not marked_processes(supervisor.tag + "/"), within=2)

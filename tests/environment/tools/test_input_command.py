@@ -65,9 +65,9 @@ async def test_3_3_1_unknown_process_id(env: penguin.Environment) -> None:
 
 async def test_3_3_2_poll_default(workspace: Path) -> None:
     # The defaults (poll 120 s, write 250 ms) are clamped a second below the tool's
-    # timeout: with a 1.6 s timeout a poll window is 600 ms and a write window 250 ms.
+    # timeout: with a 3 s timeout a poll window is 2000 ms and a write window 250 ms.
     config = penguin.EnvironmentConfig(
-        workspace_dir=workspace, tools=command_tools(input_command={"timeout_ms": 1600})
+        workspace_dir=workspace, tools=command_tools(input_command={"timeout_ms": 3000})
     )
     async with penguin.Environment.open(config) as env:
         process_id = await start_in_background(env, 'read a; echo "got $a"; read b')
@@ -83,10 +83,10 @@ async def test_3_3_2_poll_default(workspace: Path) -> None:
         for chars in (None, "", 5):  # absent, empty, non-string: all a poll, nothing written
             elapsed, out = await timed(chars)
             assert out.output == still_running_note(process_id)
-            assert 0.55 <= elapsed < 1.4
+            assert elapsed >= 1.95  # the poll window, clamped to 2000 ms by the timeout
         elapsed, out = await timed("x\n")
         assert out.output == "got x\n\n" + still_running_note(process_id)
-        assert 0.2 <= elapsed < 0.55
+        assert 0.2 <= elapsed < 1.5  # the 250 ms write window, far from the poll's
         await kill_command(env, process_id)
 
 

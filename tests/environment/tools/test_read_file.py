@@ -6,7 +6,6 @@ import io
 import math
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -457,19 +456,16 @@ async def test_3_5_7_cancelled_call_emits_nothing(read_file: Runner, workspace: 
     assert scope.cancelled_caught
 
 
-async def test_3_5_7_deep_window_in_a_200_mb_file_stops_fast(
+async def test_3_5_7_deep_window_in_a_200_mb_file_stops_at_the_cap(
     read_file: Runner, workspace: Path
 ) -> None:
     big = workspace / "huge.txt"
     with big.open("wb") as handle:
         handle.write((b"q" * 99 + b"\n") * (9 * 10_486))  # ~9 MiB of real lines
         handle.truncate(200 * 1000 * 1000)  # the rest is a hole the scan never reaches
-    await read_file({"file_path": "huge.txt", "offset": 1_500_000})  # warm the page cache
-    started = time.perf_counter()
+    # How fast is benchmarks/closeout.py's business (c); this proves where it stops.
     run = await read_file({"file_path": "huge.txt", "offset": 1_500_000})
-    elapsed = time.perf_counter() - started
     assert run.text.startswith('Stopped after scanning 8 MB of "huge.txt"')
-    assert elapsed < 0.5, elapsed
 
 
 def _reference_scan(data: bytes, first: int, last: int, max_rows: int, cap: int) -> ScanResult:

@@ -1,0 +1,336 @@
+"""Composition: an :class:`Agent` (its state on disk) and a :class:`Session` (one conversation).
+
+This is where the layers meet and nothing else happens: the agent's files (DESIGN
+§4) are read — ``system_config.yaml`` (written with defaults on first use), the
+project's ``.project_config.toml`` (models, command policy) and the vault — and a
+session is assembled from them: a model client, an Environment in the workspace,
+a trace writer with its recorder, the system prompt, and the engine that runs
+Tasks. Every piece is owned by the session's ``async with`` block; leaving it ends
+the Environment (no process survives) and flushes the trace.
+
+::
+
+    agent = penguin.Agent.open()                      # ~/.penguin/data/default_project/...
+    async with agent.session(workspace_dir=".") as session:
+        async with session.run([om.user_text("Fix the failing test")], approve=ask) as stream:
+            async for message in stream:
+                ...
+        stream.result.status                           # "completed", "aborted", "auth"...
+
+A session can be resumed from its trace (:meth:`Agent.resume_session`): the latest
+trace file is replayed into the engine's ledger, so the model sees exactly the
+context (and carry-over) it had, and new records continue in the same file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Final, Self
+
+import attrs
+import trio
+
+from penguin import config as cfg
+from penguin import protocol as om
+from penguin._concurrency import collapse_single
+from penguin.approval import CommandPolicy
+from penguin.engine import CompactionSettings, Engine, Ledger, RunStream, TraceRecorder
+from penguin.environment import Environment, EnvironmentConfig
+from penguin.llm import LLM, OpenAIChatLLM
+from penguin.trace import TraceWriter, find_session, read_trace
+
+__all__ = ["Agent", "Session", "SessionNotFoundError"]
+
+_COMPACTION_SHARE: Final = 0.8
+"""Compact when a request used this share of the model's context window."""
+
+
+class SessionNotFoundError(LookupError):
+    """No trace of that session id under this agent."""
+
+
+@attrs.define(eq=False)
+class Agent:
+    """One agent of one project: its configuration and state on disk.
+
+    Open it with :meth:`open`; nothing runs until :meth:`session`.
+    """
+
+    paths: cfg.AgentPaths
+    config: cfg.AgentConfig
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str] | None = None,
+        project_id: str = cfg.DEFAULT_PROJECT_ID,
+        agent_id: str = cfg.DEFAULT_AGENT_ID,
+    ) -> Self:
+        """Open (creating on first use) the agent ``agent_id`` of ``project_id``.
+
+        ``root`` defaults to ``$PENGUIN_HOME`` or ``~/.penguin/data``. The agent's
+        ``system_config.yaml`` is written with the defaults when it does not exist
+        yet; a broken one raises :class:`penguin.config.ConfigError`.
+        """
+        paths = cfg.AgentPaths(root, project_id, agent_id)
+        if not paths.system_config.exists():
+            cfg.dump_default_system_config(paths.system_config)
+        return cls(paths=paths, config=cfg.load_system_config(paths.system_config))
+
+    def project_config(self) -> cfg.ProjectConfig:
+        """The project's ``.project_config.toml`` (models, command policy), read now."""
+        return cfg.load_project_config(self.paths.project_config)
+
+    def model_client(
+        self, *, provider: str | None = None, model_id: str | None = None
+    ) -> OpenAIChatLLM:
+        """A client for the given model, or the project's default one.
+
+        Raises :class:`penguin.config.ConfigError` naming the command that
+        configures a model when none is.
+        """
+        entry = cfg.resolve_model(self.project_config(), provider=provider, model_id=model_id)
+        return OpenAIChatLLM(
+            base_url=entry.base_url,
+            model_id=entry.model_id,
+            api_key=entry.resolved_api_key() or "",
+            provider=entry.provider,
+            context_window=entry.context_window,
+        )
+
+    @asynccontextmanager
+    async def session(
+        self,
+        workspace_dir: str | os.PathLike[str] | None = None,
+        llm: LLM | None = None,
+        *,
+        provider: str | None = None,
+        model_id: str | None = None,
+        vision: bool | None = None,
+    ) -> AsyncIterator[Session]:
+        """Start a new session; leaving the block ends it (and everything it started).
+
+        ``workspace_dir`` defaults to a new temporary workspace under the agent.
+        ``llm`` defaults to the project's default model (or ``provider`` +
+        ``model_id``). ``vision`` says whether the model takes images (default: what
+        the project's catalog says, else true); it picks read_image or
+        describe_image.
+        """
+        session_id = cfg.new_session_id()
+        workspace = (
+            Path(workspace_dir) if workspace_dir is not None else cfg.new_temp_workspace(self.paths)
+        )
+        owned_llm: OpenAIChatLLM | None = None
+        if llm is None:
+            owned_llm = self.model_client(provider=provider, model_id=model_id)
+            llm = owned_llm
+        if vision is None:
+            vision = self._model_has_vision(llm)
+        writer = TraceWriter(self.paths.traces_dir, session_id)
+        try:
+            async with self._assemble(
+                session_id, workspace, llm, writer, vision=vision, ledger=None
+            ) as session:
+                yield session
+        finally:
+            if owned_llm is not None:
+                with trio.CancelScope(shield=True):
+                    await owned_llm.aclose()
+
+    @asynccontextmanager
+    async def resume_session(
+        self, session_id: str, llm: LLM | None = None, *, vision: bool | None = None
+    ) -> AsyncIterator[Session]:
+        """Reopen a session from its trace, continuing in the same file.
+
+        The workspace and the model come from the trace's ``session_meta`` (pass
+        ``llm`` to override the client). The replayed context, carry-over and
+        counters are exactly what the session had when it stopped.
+        """
+        location = find_session(self.paths.traces_dir, session_id)
+        if location is None:
+            raise SessionNotFoundError(
+                f"no trace of session {session_id!r} under {self.paths.traces_dir}"
+            )
+        records = await trio.to_thread.run_sync(read_trace, location.path)
+        meta = next((m for m in records if om.is_session_meta(m)), None)
+        if meta is None:
+            raise SessionNotFoundError(f"{location.path} has no session_meta record")
+        ledger = Ledger()
+        for record in records:
+            ledger.observe(record)
+        owned_llm: OpenAIChatLLM | None = None
+        if llm is None:
+            owned_llm = self.model_client(
+                provider=meta.payload.provider, model_id=meta.payload.model_id
+            )
+            llm = owned_llm
+        if vision is None:
+            vision = self._model_has_vision(llm)
+        writer = TraceWriter(
+            self.paths.traces_dir,
+            session_id,
+            start_index=location.index,
+            date_dir=location.date_dir,
+        )
+        try:
+            async with self._assemble(
+                session_id,
+                Path(meta.payload.workspace),
+                llm,
+                writer,
+                vision=vision,
+                ledger=ledger,
+                meta=meta,
+            ) as session:
+                yield session
+        finally:
+            if owned_llm is not None:
+                with trio.CancelScope(shield=True):
+                    await owned_llm.aclose()
+
+    def _model_has_vision(self, llm: LLM) -> bool:
+        try:
+            project = self.project_config()
+        except cfg.ConfigError:
+            return True
+        for entry in project.models:
+            if (entry.provider, entry.model_id) == (llm.model.provider, llm.model.model_id):
+                return entry.vision
+        return True
+
+    @asynccontextmanager
+    async def _assemble(
+        self,
+        session_id: str,
+        workspace: Path,
+        llm: LLM,
+        writer: TraceWriter,
+        *,
+        vision: bool,
+        ledger: Ledger | None,
+        meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
+    ) -> AsyncIterator[Session]:
+        paths = self.paths
+        tools = cfg.select_tools(self.config.effective_builtin_tools(), vision=vision)
+        environment_config = EnvironmentConfig(
+            workspace_dir=workspace,
+            scratchpad_dir=paths.scratchpad(session_id),
+            tools=tools,
+            vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
+        )
+        project = self.project_config()
+        with collapse_single():
+            async with (
+                Environment.open(environment_config) as environment,
+                TraceRecorder.open(writer) as recorder,
+            ):
+                shell = os.environ.get("PENGUIN_SHELL", "").strip() or "bash"
+                values = await trio.to_thread.run_sync(
+                    lambda: cfg.system_prompt_values(
+                        workspace_dir=environment.workspace_dir,
+                        model_id=llm.model.model_id,
+                        session_id=session_id,
+                        agent_id=paths.agent_id,
+                        shell=shell,
+                    )
+                )
+                system_prompt = cfg.render_system_prompt(self.config.system_prompt, values)
+                if meta is None:
+                    window = llm.context_window
+                    meta = om.session_meta(
+                        session_id=session_id,
+                        provider=llm.model.provider,
+                        model_id=llm.model.model_id,
+                        model_context_window=window if window is not None else "unknown",
+                        system_prompt=system_prompt,
+                        agent_state=str(paths.agent_state),
+                        workspace=str(environment.workspace_dir),
+                    )
+                    recorder.record(meta)
+                else:
+                    system_prompt = meta.payload.system_prompt
+                engine = Engine(
+                    llm=llm,
+                    environment=environment,
+                    system_prompt=system_prompt,
+                    tools=await environment.list_tools(),
+                    recorder=recorder,
+                    ledger=ledger,
+                    session_meta=meta,
+                    compaction=_compaction_for(llm),
+                    command_policy=CommandPolicy.from_config(project.command_policy),
+                )
+                yield Session(
+                    session_id=session_id,
+                    agent=self,
+                    environment=environment,
+                    engine=engine,
+                    recorder=recorder,
+                )
+
+
+def _compaction_for(llm: LLM) -> CompactionSettings | None:
+    window = llm.context_window
+    if not window:
+        return None
+    return CompactionSettings(max_context_length=int(window * _COMPACTION_SHARE))
+
+
+@attrs.define(eq=False)
+class Session:
+    """One conversation: an Environment, a model, a trace and the engine that runs Tasks.
+
+    Get one from :meth:`Agent.session` or :meth:`Agent.resume_session`.
+    """
+
+    session_id: str
+    agent: Agent
+    environment: Environment
+    engine: Engine
+    recorder: TraceRecorder
+
+    @property
+    def workspace_dir(self) -> Path:
+        """The session's workspace."""
+        return self.environment.workspace_dir
+
+    @property
+    def trace_path(self) -> Path:
+        """The trace file new records go to."""
+        return self.recorder.writer.path
+
+    def run(
+        self,
+        messages: Sequence[om.OmniMessage[om.Payload]],
+        *,
+        approve: om.ApproveFn | None = None,
+        interrupt: trio.Event | None = None,
+        thinking_level: str | None = None,
+    ) -> AbstractAsyncContextManager[RunStream]:
+        """Run one Task (``async with session.run(...) as stream``); see :meth:`Engine.run`.
+
+        ``approve`` answers every tool call (none given = deny everything); the
+        project's command policy is checked first. ``interrupt`` ends the Task
+        gracefully; the carry-over is re-sent by the next run.
+        """
+        return self.engine.run(
+            messages, approve=approve, interrupt=interrupt, thinking_level=thinking_level
+        )
+
+    def steer(self, messages: Iterable[om.OmniMessage[om.Payload]]) -> bool:
+        """Send user messages to the live Task (delivered between turns); False if none."""
+        return self.engine.steer(messages)
+
+    def compact(
+        self, mode: om.CompactionMode | None = None
+    ) -> AbstractAsyncContextManager[RunStream]:
+        """Compact the context now (``async with session.compact() as stream``)."""
+        return self.engine.compact(mode)
+
+    async def flush_trace(self) -> None:
+        """Wait until every record so far is in the trace file."""
+        await self.recorder.flush()

@@ -1,0 +1,186 @@
+"""``penguin run``: one Task with a configured model, in the terminal.
+
+The assistant's text streams to stdout with a one-line view of each tool call and
+its result (:mod:`._render`). Approvals follow ``--approve`` (allow-all, deny-all,
+read-only, always-ask); interactive modes ask on stdin: ``y``/``yes``/empty approve,
+``n``/``no`` deny, end of input denies. The first Ctrl-C interrupts the Task
+cleanly (the next run re-sends what was cut off); a second one stops at once.
+
+Exit status: 0 the Task completed (denied calls included), 1 bad usage (an invalid
+``--approve``, no model configured), 3 the model request failed after its retries,
+4 the model rejected the credentials (auth), 5 ``max_turns`` was reached, 130 the
+Task was interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import trio
+
+from penguin import protocol as om
+from penguin.agent import Agent, Session
+from penguin.approval import (
+    PROMPT,
+    ApprovalModeError,
+    approver_for_mode,
+    parse_approval_mode,
+    parse_prompt_answer,
+)
+from penguin.config import ConfigError
+from penguin.engine import RunResult
+from penguin.environment import WorkspaceError
+
+from ._render import Renderer, call_summary
+from ._signals import interrupt_on_signals
+
+__all__ = ["EXIT_CODES", "add_agent_options", "register", "run_task"]
+
+EXIT_CODES: Final = {
+    "completed": 0,
+    "failed": 3,
+    "timeout": 3,
+    "malformed": 3,
+    "auth": 4,
+    "max_turns": 5,
+    "aborted": 130,
+}
+
+
+def add_agent_options(parser: argparse.ArgumentParser) -> None:
+    """``--root``, ``--project-id``, ``--agent-id``: which agent's state to use."""
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="data root (default: $PENGUIN_HOME or ~/.penguin/data)",
+    )
+    parser.add_argument("--project-id", default="default_project", metavar="ID")
+    parser.add_argument("--agent-id", default="default_agent", metavar="ID")
+
+
+def register(commands: Any) -> None:
+    """Add the ``run`` subcommand."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "run",
+        help="run one task with the configured model",
+        description="Run one task: the model works in the workspace with penguin's tools.",
+        epilog=(
+            "examples:\n"
+            '  penguin run -m "List the Python files and count their lines"\n'
+            '  penguin run -m "Fix the failing test" --workspace ~/src/app --approve always-ask\n'
+            "\nexit status: 0 completed, 1 bad usage, 3 model failure, 4 auth, "
+            "5 max_turns, 130 interrupted"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-m", "--message", required=True, metavar="TEXT", help="the task")
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the agent works (default: a new temporary workspace)",
+    )
+    parser.add_argument(
+        "--approve",
+        default="allow-all",
+        metavar="MODE",
+        help="allow-all (default), deny-all, read-only or always-ask",
+    )
+    parser.add_argument("--provider", default=None, metavar="P")
+    parser.add_argument("--model-id", default=None, metavar="M")
+    parser.add_argument("--verbose", action="store_true", help="stream thinking and tool output")
+    add_agent_options(parser)
+    parser.set_defaults(handler=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        mode = parse_approval_mode(args.approve)
+    except ApprovalModeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if (args.provider is None) != (args.model_id is None):
+        print("penguin run: give --provider and --model-id together", file=sys.stderr)
+        return 1
+    try:
+        agent = Agent.open(args.root, args.project_id, args.agent_id)
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"penguin run: {exc}", file=sys.stderr)
+        return 1
+
+    async def main() -> int:
+        async with agent.session(
+            args.workspace, provider=args.provider, model_id=args.model_id
+        ) as session:
+            return await run_task(session, args.message, mode, sys.stdout, verbose=args.verbose)
+
+    try:
+        return trio.run(main)
+    except (ConfigError, WorkspaceError) as exc:
+        print(f"penguin run: {exc}", file=sys.stderr)
+        return 1
+
+
+async def ask_on_stdin(
+    renderer: Renderer, call: om.OmniMessage[om.ToolCallPayload]
+) -> om.ApprovalVerdict:
+    """Ask the person at the terminal about ``call``; end of input denies."""
+    if renderer.last_call_id != call.payload.tool_call_id:
+        renderer.line(f"? {call_summary(call.payload)}")
+    renderer.prompt(PROMPT)
+    line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+    renderer.answered(line)
+    return parse_prompt_answer(line if line else None)
+
+
+async def run_task(
+    session: Session,
+    message: str,
+    mode: Any,
+    out: TextIO,
+    *,
+    verbose: bool = False,
+) -> int:
+    """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
+    renderer = Renderer(out, verbose=verbose)
+    asked: set[str] = set()
+
+    async def ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        asked.add(call.payload.tool_call_id)
+        return await ask_on_stdin(renderer, call)
+
+    approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
+    interrupt = trio.Event()
+    results: list[RunResult] = []  # stays empty after a hard stop
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt_on_signals, interrupt, nursery.cancel_scope)
+        async with session.run(
+            [om.user_text(message)], approve=approve, interrupt=interrupt
+        ) as stream:
+            async for item in stream:
+                payload = item.payload
+                if isinstance(payload, om.ApprovalDecisionPayload) and not item.origin:
+                    verdict: om.ApprovalVerdict = (
+                        "forbidden" if payload.policy_rule else payload.decision
+                    )
+                    if payload.tool_call_id in asked or verdict != "allow":
+                        renderer.verdict(verdict)
+                    continue
+                renderer.show(item)
+            results.append(stream.result)
+        nursery.cancel_scope.cancel()
+    renderer.finish()
+    await session.flush_trace()
+    print(f"trace: {session.trace_path}", file=sys.stderr)
+    if not results:  # a second Ctrl-C (or SIGTERM) stopped everything at once
+        return EXIT_CODES["aborted"]
+    result = results[0]
+    if result.status != "completed" and result.error_message:
+        print(f"penguin: {result.status}: {result.error_message}", file=sys.stderr)
+    return EXIT_CODES[result.status]

@@ -1,0 +1,182 @@
+"""Where an agent's state lives on disk (DESIGN §4), and the names penguin makes up there.
+
+Owns the layout of the data root::
+
+    $PENGUIN_HOME (default ~/.penguin/data)/<project>/
+      .project_config.toml
+      agents/<agent>/
+        agent_state/system_config.yaml
+        agent_state/.vault.toml
+        traces/
+        scratchpad/<session_id>/
+        workspaces/tmp-<8hex>/
+
+:class:`AgentPaths` computes these paths and nothing else: it creates no
+directory and reads no file, so it is safe to build for an agent that does not
+exist yet. The two functions that do touch the disk say so
+(:func:`new_temp_workspace`). What the files contain belongs to ``_project``,
+``_vault`` and ``_system``; when they are first written is the agent layer's
+decision.
+
+Invariant: every path component penguin builds from a name (project id, agent
+id, session id) is checked against :data:`ID_PATTERN` first, so no name can
+point outside its parent directory (``..``, ``/``, a leading dot are refused).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Final, final
+
+import attrs
+
+__all__ = [
+    "DEFAULT_AGENT_ID",
+    "DEFAULT_PROJECT_ID",
+    "ID_PATTERN",
+    "PENGUIN_HOME_VAR",
+    "AgentPaths",
+    "data_root",
+    "new_session_id",
+    "new_temp_workspace",
+    "validate_id",
+]
+
+PENGUIN_HOME_VAR: Final = "PENGUIN_HOME"
+"""The environment variable that moves the data root (default ``~/.penguin/data``)."""
+
+DEFAULT_PROJECT_ID: Final = "default_project"
+DEFAULT_AGENT_ID: Final = "default_agent"
+
+ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""What a project, agent or session id may look like (matched whole; ``..`` is refused too)."""
+
+
+def data_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The data root: ``root`` when given, else ``$PENGUIN_HOME``, else ``~/.penguin/data``.
+
+    A leading ``~`` is expanded in both ``root`` and ``$PENGUIN_HOME``; an empty or
+    blank ``$PENGUIN_HOME`` counts as unset. The path is not required to exist.
+    """
+    if root is not None:
+        return Path(root).expanduser()
+    configured = os.environ.get(PENGUIN_HOME_VAR, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".penguin" / "data"
+
+
+def validate_id(value: str, what: str = "id") -> str:
+    """``value`` itself when it is a valid id, else :class:`ValueError` saying what is allowed.
+
+    ``what`` names the id in the message (``"project id"``, ``"agent id"``).
+    """
+    if not isinstance(value, str) or ID_PATTERN.fullmatch(value) is None or ".." in value:
+        raise ValueError(
+            f"invalid {what} {value!r}: use letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit, and no '..' (e.g. my_project)"
+        )
+    return value
+
+
+def _project_id(value: str) -> str:
+    return validate_id(value, "project id")
+
+
+def _agent_id(value: str) -> str:
+    return validate_id(value, "agent id")
+
+
+@final
+@attrs.frozen
+class AgentPaths:
+    """The files and directories of one agent of one project, under a data root.
+
+    ``root`` goes through :func:`data_root`, so ``AgentPaths(None)`` is the agent
+    in ``$PENGUIN_HOME`` or ``~/.penguin/data``. Ids are validated on
+    construction (:class:`ValueError`). Only paths are computed: nothing is
+    created.
+    """
+
+    root: Path = attrs.field(converter=data_root)
+    project_id: str = attrs.field(default=DEFAULT_PROJECT_ID, converter=_project_id)
+    agent_id: str = attrs.field(default=DEFAULT_AGENT_ID, converter=_agent_id)
+
+    @property
+    def project_dir(self) -> Path:
+        """``<root>/<project>``."""
+        return self.root / self.project_id
+
+    @property
+    def project_config(self) -> Path:
+        """``<project>/.project_config.toml``: models, credentials, command policy (0600)."""
+        return self.project_dir / ".project_config.toml"
+
+    @property
+    def agent_dir(self) -> Path:
+        """``<project>/agents/<agent>``."""
+        return self.project_dir / "agents" / self.agent_id
+
+    @property
+    def agent_state(self) -> Path:
+        """``<agent>/agent_state``: the agent's configuration and vault."""
+        return self.agent_dir / "agent_state"
+
+    @property
+    def system_config(self) -> Path:
+        """``agent_state/system_config.yaml``."""
+        return self.agent_state / "system_config.yaml"
+
+    @property
+    def vault(self) -> Path:
+        """``agent_state/.vault.toml``: environment variables for commands (0600)."""
+        return self.agent_state / ".vault.toml"
+
+    @property
+    def traces_dir(self) -> Path:
+        """``<agent>/traces``; the trace writer adds ``<yyyy-mm-dd>/<session>_<NNN>.jsonl``."""
+        return self.agent_dir / "traces"
+
+    def scratchpad(self, session_id: str) -> Path:
+        """``<agent>/scratchpad/<session_id>`` (the session id is validated)."""
+        return self.agent_dir / "scratchpad" / validate_id(session_id, "session id")
+
+    @property
+    def workspaces_dir(self) -> Path:
+        """``<agent>/workspaces``, where :func:`new_temp_workspace` makes directories."""
+        return self.agent_dir / "workspaces"
+
+
+def new_session_id(now: dt.datetime | None = None) -> str:
+    """A fresh session id, ``session-YYYY-MM-DD-HH-mm-ss-<8 hex digits>``, in local time.
+
+    ``now`` fixes the time part (a naive datetime is taken as local time, an aware
+    one is converted to local time); the suffix is always random, so two ids made
+    in the same second differ.
+    """
+    moment = dt.datetime.now() if now is None else now
+    if moment.tzinfo is not None:
+        moment = moment.astimezone()
+    return f"session-{moment:%Y-%m-%d-%H-%M-%S}-{secrets.token_hex(4)}"
+
+
+def new_temp_workspace(paths: AgentPaths) -> Path:
+    """Create and return a new empty directory ``workspaces/tmp-<8 hex digits>/``.
+
+    Missing parents are created. The name is random and the directory is created
+    exclusively, so concurrent callers never share one. Raises :class:`OSError`
+    when the directory cannot be created.
+    """
+    parent = paths.workspaces_dir
+    parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        candidate = parent / f"tmp-{secrets.token_hex(4)}"
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate

@@ -1,0 +1,741 @@
+r"""A project's ``.project_config.toml``: its models, their credentials, its command policy.
+
+The file (mode 0600: it may hold API keys) looks like this::
+
+    default_model = { provider = "openai", model_id = "gpt-4o" }
+    vision_model = { provider = "openai", model_id = "gpt-4o" }   # optional
+
+    [[models]]
+    provider = "openai"                      # a name of your choice for the endpoint
+    model_id = "gpt-4o"                      # the id the endpoint knows the model by
+    base_url = "https://api.openai.com/v1"   # API root; optional for known providers
+    api_key_env = "OPENAI_API_KEY"           # or: api_key = "sk-..." (not both)
+    vision = true                            # accepts images (default true)
+    context_window = 128000                  # tokens (optional)
+
+    [command_policy]                         # read by penguin.approval.CommandPolicy
+    enabled = true
+    [[command_policy.rules]]
+    name = "no-force-push"
+    pattern = 'git push\s.*(--force|-f)\b'
+
+A ``[[models]]`` entry is identified by its ``provider`` and ``model_id``
+together; ``default_model`` and ``vision_model`` name one by that pair, as an
+inline table. ``api_key_env`` names an environment variable that holds the key,
+read when the model is used, so the key itself need not be in the file. An
+entry with neither key sends no ``Authorization`` header (local servers).
+
+Owns: the typed view (:class:`ModelEntry`, :class:`ModelKey`,
+:class:`ProjectConfig`), strict loading (:func:`load_project_config`: a broken
+file is a :class:`ConfigError` naming file, line and field), saving that keeps
+the user's comments, layout and unknown keys (:func:`save_project_config`), the
+edits ``penguin config model`` makes (:func:`add_model`,
+:func:`set_default_model`, :func:`set_vision_model`,
+:func:`clear_vision_model`, :func:`remove_model`: pure functions returning a
+new :class:`ProjectConfig`) and choosing the model a session uses
+(:func:`resolve_model`).
+
+Does not own: what the command policy means (``penguin.approval``, which this
+layer must not import: the table is handed over as a plain dict), talking to
+the model (``penguin.llm``), or where the file lives
+(:class:`~penguin.config.AgentPaths`). A ``default_model`` or ``vision_model``
+naming no configured entry is loaded as it is, so ``penguin config`` can repair
+it; :func:`resolve_model` reports it, and :meth:`ProjectConfig.vision_entry`
+treats it as unset (spec 6.4). Blocking functions; async callers use a worker
+thread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, NoReturn, final
+
+import attrs
+import tomlkit
+from tomlkit.items import AoT, Table
+from tomlkit.toml_document import TOMLDocument
+
+from penguin._log import warn
+
+from ._errors import ConfigError
+from ._vault import (
+    ENV_NAME_PATTERN,
+    field_lines,
+    header_document,
+    line_of_field,
+    read_private_toml,
+    write_private_toml,
+)
+
+__all__ = [
+    "KNOWN_BASE_URLS",
+    "ModelEntry",
+    "ModelKey",
+    "ProjectConfig",
+    "add_model",
+    "clear_vision_model",
+    "load_project_config",
+    "remove_model",
+    "resolve_model",
+    "save_project_config",
+    "set_default_model",
+    "set_vision_model",
+]
+
+KNOWN_BASE_URLS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "deepseek": "https://api.deepseek.com/v1",
+        "ollama": "http://localhost:11434/v1",
+        "openai": "https://api.openai.com/v1",
+        "openrouter": "https://openrouter.ai/api/v1",
+    }
+)
+"""The API root used for an entry of these providers that gives no ``base_url``."""
+
+_ADD_MODEL_HINT: Final = (
+    "penguin config model add --provider P --model-id M --base-url URL --api-key KEY --set-default"
+)
+_CHOOSE_DEFAULT_HINT: Final = "penguin config model default PROVIDER MODEL_ID"
+
+_TOP_KEYS: Final = ("default_model", "vision_model", "models", "command_policy")
+_MODEL_KEYS: Final = (
+    "provider",
+    "model_id",
+    "base_url",
+    "api_key",
+    "api_key_env",
+    "vision",
+    "context_window",
+)
+_REFERENCE_KEYS: Final = ("provider", "model_id")
+
+_PROJECT_HEADER: Final = (
+    "penguin project configuration: the models this project's agents use, and its",
+    "command policy. `penguin config model ...` edits it; hand edits and comments are kept.",
+    "It may hold API keys: keep it private (mode 0600).",
+    "",
+    "[[models]] keys: provider and model_id (together they name the entry), base_url",
+    "(the API root, e.g. http://localhost:8000/v1; optional for deepseek, ollama, openai,",
+    "openrouter), api_key or api_key_env (the name of an environment variable holding",
+    "the key), vision (accepts images; default true), context_window (tokens, optional).",
+    'default_model and vision_model name an entry: { provider = "...", model_id = "..." }.',
+)
+
+
+def _kind(value: object) -> str:
+    """The type of a TOML value, for messages that must not show the value itself."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"a {type(value).__name__} value"
+
+
+def _shown(value: object) -> str:
+    """A value for a message: strings quoted, short; other values by their kind."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else repr(value[:57] + "...")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return _kind(value)
+
+
+def _is_url(value: str) -> bool:
+    parts = urllib.parse.urlsplit(value)
+    return parts.scheme in {"http", "https"} and bool(parts.netloc)
+
+
+@final
+@attrs.frozen
+class ModelKey:
+    """The identity of a ``[[models]]`` entry: its provider and model id, together.
+
+    ``str(key)`` is ``provider/model_id``.
+    """
+
+    provider: str
+    model_id: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model_id}"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ModelEntry:
+    """One ``[[models]]`` entry: an OpenAI-compatible endpoint and a model served there.
+
+    At most one of ``api_key`` (the key itself) and ``api_key_env`` (the name of
+    an environment variable holding it) is set; neither means no key is sent.
+    ``api_key`` never appears in ``repr``. Construction checks every field and
+    raises :class:`ValueError`: non-blank ``provider`` and ``model_id``, an
+    ``http(s)://`` ``base_url``, a valid variable name, a positive
+    ``context_window``.
+    """
+
+    provider: str
+    model_id: str
+    base_url: str
+    api_key: str | None = attrs.field(default=None, repr=False)
+    api_key_env: str | None = None
+    vision: bool = True
+    context_window: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("provider", "model_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string")
+        if not _is_url(self.base_url):
+            raise ValueError(
+                f"base_url must be an http:// or https:// URL (the API root, such as "
+                f"http://localhost:8000/v1), not {_shown(self.base_url)}"
+            )
+        if self.api_key is not None and self.api_key_env is not None:
+            raise ValueError("give either api_key or api_key_env, not both")
+        if self.api_key_env is not None and ENV_NAME_PATTERN.fullmatch(self.api_key_env) is None:
+            raise ValueError(
+                f"api_key_env must be an environment variable name, not {_shown(self.api_key_env)}"
+            )
+        if self.context_window is not None and (
+            isinstance(self.context_window, bool) or self.context_window <= 0
+        ):
+            raise ValueError("context_window must be a positive number of tokens")
+
+    @property
+    def key(self) -> ModelKey:
+        """The ``(provider, model_id)`` pair that identifies this entry."""
+        return ModelKey(self.provider, self.model_id)
+
+    def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The key to send: ``api_key``, else the value of ``$api_key_env``, else None.
+
+        ``environ`` defaults to ``os.environ``. An unset or empty variable gives None.
+        """
+        if self.api_key is not None:
+            return self.api_key
+        if self.api_key_env is not None:
+            value = (os.environ if environ is None else environ).get(self.api_key_env)
+            return value or None
+        return None
+
+    def api_key_status(self, environ: Mapping[str, str] | None = None) -> str:
+        """How the key is provided, never the key: ``set``, ``from $VAR``, ``from $VAR (unset)``, ``missing``."""  # noqa: E501
+        if self.api_key is not None:
+            return "set"
+        if self.api_key_env is not None:
+            known = self.resolved_api_key(environ) is not None
+            return f"from ${self.api_key_env}" + ("" if known else " (unset)")
+        return "missing"
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ProjectConfig:
+    """A project's ``.project_config.toml``, validated; ``ProjectConfig(path=p)`` is empty.
+
+    ``models`` keeps file order. ``default_model`` and ``vision_model`` are the
+    references as written, possibly naming no entry (see :meth:`default_entry`,
+    :meth:`vision_entry`). ``command_policy`` is the ``[command_policy]`` table
+    as plain Python values, or None when absent: hand it to
+    ``penguin.approval.CommandPolicy.from_config``.
+    """
+
+    path: Path = attrs.field(converter=Path)
+    models: tuple[ModelEntry, ...] = ()
+    default_model: ModelKey | None = None
+    vision_model: ModelKey | None = None
+    command_policy: dict[str, Any] | None = None
+
+    def find_model(self, provider: str, model_id: str) -> ModelEntry | None:
+        """The entry with this provider and model id, or None."""
+        wanted = ModelKey(provider, model_id)
+        return next((entry for entry in self.models if entry.key == wanted), None)
+
+    def default_entry(self) -> ModelEntry | None:
+        """The entry ``default_model`` names, or None when unset or naming no entry."""
+        ref = self.default_model
+        return None if ref is None else self.find_model(ref.provider, ref.model_id)
+
+    def vision_entry(self) -> ModelEntry | None:
+        """The entry ``vision_model`` names, or None when unset or naming no entry."""
+        ref = self.vision_model
+        return None if ref is None else self.find_model(ref.provider, ref.model_id)
+
+
+# ------------------------------------------------------------------ loading
+
+
+@attrs.frozen
+class _Reader:
+    path: Path
+    lines: dict[str, int]
+
+    def fail(self, field: str, reason: str) -> NoReturn:
+        raise ConfigError(reason, self.path, line_of_field(self.lines, field), field)
+
+    def warn_unknown(self, field: str, table: dict[str, Any], allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key in allowed:
+                continue
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.7)
+            hint = f'; did you mean "{close[0]}"?' if close else ""
+            place = f"{field}.{key}" if field else key
+            error = ConfigError(
+                f"unknown key (known keys: {', '.join(allowed)}){hint}; ignored",
+                self.path,
+                line_of_field(self.lines, place),
+                place,
+            )
+            warn(str(error))
+
+    def string(self, table: dict[str, Any], field: str, key: str, *, secret: bool = False) -> str:
+        value = table[key]
+        if not isinstance(value, str):
+            shown = _kind(value) if secret else _shown(value)
+            self.fail(f"{field}.{key}", f"expected a string, got {shown}")
+        if not value.strip():
+            self.fail(f"{field}.{key}", "must not be empty")
+        return value
+
+    def reference(self, data: dict[str, Any], key: str) -> ModelKey | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        example = '{ provider = "openai", model_id = "gpt-4o" }'
+        if not isinstance(value, dict):
+            self.fail(key, f"expected a table such as {example}, got {_shown(value)}")
+        for part in _REFERENCE_KEYS:
+            if part not in value:
+                self.fail(key, f'missing "{part}"; write it as {example}')
+        for extra in value:
+            if extra not in _REFERENCE_KEYS:
+                self.fail(f"{key}.{extra}", "unknown key (allowed keys: provider, model_id)")
+        return ModelKey(self.string(value, key, "provider"), self.string(value, key, "model_id"))
+
+    def model(self, value: object, field: str) -> ModelEntry:
+        if not isinstance(value, dict):
+            self.fail(field, f"expected a table (a [[models]] entry), got {_shown(value)}")
+        self.warn_unknown(field, value, _MODEL_KEYS)
+        for key in ("provider", "model_id"):
+            if key not in value:
+                self.fail(field, f'missing "{key}"; every model entry needs provider and model_id')
+        provider = self.string(value, field, "provider")
+        model_id = self.string(value, field, "model_id")
+
+        if "base_url" in value:
+            base_url = self.string(value, field, "base_url")
+            if not _is_url(base_url):
+                self.fail(
+                    f"{field}.base_url",
+                    f"expected an http:// or https:// URL such as http://localhost:8000/v1, "
+                    f"got {_shown(base_url)}",
+                )
+        elif provider in KNOWN_BASE_URLS:
+            base_url = KNOWN_BASE_URLS[provider]
+        else:
+            self.fail(
+                f"{field}.base_url",
+                f'missing; give the API root of provider "{provider}", '
+                'e.g. base_url = "http://localhost:8000/v1"',
+            )
+
+        api_key = self.string(value, field, "api_key", secret=True) if "api_key" in value else None
+        api_key_env = None
+        if "api_key_env" in value:
+            if api_key is not None:
+                self.fail(f"{field}.api_key_env", "give either api_key or api_key_env, not both")
+            api_key_env = self.string(value, field, "api_key_env")
+            if ENV_NAME_PATTERN.fullmatch(api_key_env) is None:
+                self.fail(
+                    f"{field}.api_key_env",
+                    f"expected an environment variable name such as OPENAI_API_KEY, "
+                    f"got {_shown(api_key_env)}",
+                )
+
+        vision = value.get("vision", True)
+        if not isinstance(vision, bool):
+            self.fail(f"{field}.vision", f"expected true or false, got {_shown(vision)}")
+        context_window = value.get("context_window")
+        if context_window is not None and (
+            isinstance(context_window, bool)
+            or not isinstance(context_window, int)
+            or context_window <= 0
+        ):
+            self.fail(
+                f"{field}.context_window",
+                f"expected a positive integer (tokens), got {_shown(context_window)}",
+            )
+        return ModelEntry(
+            provider=provider,
+            model_id=model_id,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            vision=vision,
+            context_window=context_window,
+        )
+
+    def models(self, data: dict[str, Any]) -> tuple[ModelEntry, ...]:
+        value = data.get("models")
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.fail("models", f"expected [[models]] tables, got {_shown(value)}")
+        entries: list[ModelEntry] = []
+        first_seen: dict[ModelKey, str] = {}
+        for index, item in enumerate(value):
+            field = f"models[{index}]"
+            entry = self.model(item, field)
+            if entry.key in first_seen:
+                self.fail(
+                    field, f"duplicate model {entry.key} (first defined at {first_seen[entry.key]})"
+                )
+            first_seen[entry.key] = field
+            entries.append(entry)
+        return tuple(entries)
+
+
+def load_project_config(path: str | os.PathLike[str]) -> ProjectConfig:
+    """Read and validate ``.project_config.toml``; a missing file is an empty configuration.
+
+    Raises :class:`ConfigError` naming the file, the line (when it can be found)
+    and the field for broken TOML, a wrong type, a missing ``provider``,
+    ``model_id`` or (for an unknown provider) ``base_url``, both ``api_key`` and
+    ``api_key_env``, or two entries with the same provider and model id. API
+    keys are never quoted in messages. Unknown keys are kept, with a warning on
+    the ``penguin`` logger. A file readable by others is made private (0600).
+    """
+    file = Path(path)
+    document = read_private_toml(file)
+    if document is None:
+        return ProjectConfig(path=file)
+    reader = _Reader(file, field_lines(document.as_string()))
+    data = document.unwrap()
+    reader.warn_unknown("", data, _TOP_KEYS)
+    policy = data.get("command_policy")
+    if policy is not None and not isinstance(policy, dict):
+        reader.fail("command_policy", f"expected a table ([command_policy]), got {_shown(policy)}")
+    return ProjectConfig(
+        path=file,
+        models=reader.models(data),
+        default_model=reader.reference(data, "default_model"),
+        vision_model=reader.reference(data, "vision_model"),
+        command_policy=policy,
+    )
+
+
+# ------------------------------------------------------------------ saving
+
+
+def _model_fields(entry: ModelEntry) -> dict[str, object]:
+    """The entry's keys in file order; None means "absent"."""
+    return {
+        "provider": entry.provider,
+        "model_id": entry.model_id,
+        "base_url": entry.base_url,
+        "api_key": entry.api_key,
+        "api_key_env": entry.api_key_env,
+        "vision": entry.vision,
+        "context_window": entry.context_window,
+    }
+
+
+def _implied(entry: ModelEntry) -> dict[str, object]:
+    """Values an absent key already means, so syncing does not add them to a hand-written entry."""
+    implied: dict[str, object] = {"vision": True}
+    if entry.provider in KNOWN_BASE_URLS:
+        implied["base_url"] = KNOWN_BASE_URLS[entry.provider]
+    return implied
+
+
+def _same(current: object, wanted: object) -> bool:
+    plain = current.unwrap() if hasattr(current, "unwrap") else current
+    return type(plain) is type(wanted) and plain == wanted
+
+
+def _set_key(table: Table, key: str, value: object, after: tuple[str, ...]) -> None:
+    """Set ``key``; a new key goes right after the last of ``after`` the table has."""
+    if key in table:
+        if not _same(table[key], value):
+            table[key] = value  # replacing keeps the line's position and comment
+        return
+    present = [name for name, _ in table.value.body if name is not None]
+    anchor = next((name for name in reversed(present) if name.key in after), None)
+    anchor = anchor or (present[-1] if present else None)
+    if anchor is None:
+        table[key] = value
+    else:
+        # Not table[key] = value, which appends after the comments and blank lines
+        # that end the table (visually, they belong to what follows).
+        table.value._insert_after(anchor, key, value)
+
+
+def _sync_entry(table: Table, entry: ModelEntry) -> None:
+    implied = _implied(entry)
+    fields = _model_fields(entry)
+    for position, (key, value) in enumerate(fields.items()):
+        if value is None:
+            if key in table:
+                del table[key]
+        elif key in table or implied.get(key, ...) != value:
+            _set_key(table, key, value, after=tuple(fields)[:position])
+
+
+def _new_entry_table(entry: ModelEntry, *, blank_after: bool) -> Table:
+    table = tomlkit.table()
+    for key, value in _model_fields(entry).items():
+        if value is not None:
+            table[key] = value
+    if blank_after:
+        table.add(tomlkit.nl())
+    return table
+
+
+def _followed_by_more(document: TOMLDocument, name: str) -> bool:
+    found = False
+    for key, _ in document.body:
+        if found and key is not None:
+            return True
+        found = found or (key is not None and key.key == name)
+    return False
+
+
+def _table_key(table: Table) -> ModelKey:
+    return ModelKey(str(table.get("provider")), str(table.get("model_id")))
+
+
+def _sync_models(document: TOMLDocument, models: tuple[ModelEntry, ...]) -> None:
+    wanted = {entry.key: entry for entry in models}
+    existing = document.get("models")
+    if existing is not None and not isinstance(existing, AoT):
+        del document["models"]  # an inline array: rewritten as [[models]] tables
+        existing = None
+    kept: set[ModelKey] = set()
+    if existing is not None:
+        for index in reversed(range(len(existing))):
+            table = existing[index]
+            key = _table_key(table)
+            if key in wanted and key not in kept:
+                _sync_entry(table, wanted[key])
+                kept.add(key)
+            else:
+                del existing[index]
+    new = [entry for entry in models if entry.key not in kept]
+    if existing is None:
+        if new:
+            tables = tomlkit.aot()
+            for entry in new:
+                tables.append(_new_entry_table(entry, blank_after=False))
+            document.append("models", tables)
+        return
+    blank_after = _followed_by_more(document, "models")
+    for entry in new:
+        existing.append(_new_entry_table(entry, blank_after=blank_after))
+    if len(existing) == 0:
+        del document["models"]
+
+
+def _reference_table(key: ModelKey) -> Any:
+    table = tomlkit.inline_table()
+    table.update({"provider": key.provider, "model_id": key.model_id})
+    return table
+
+
+def _sync_reference(document: TOMLDocument, name: str, key: ModelKey | None) -> None:
+    if key is None:
+        if name in document:
+            del document[name]
+        return
+    wanted = {"provider": key.provider, "model_id": key.model_id}
+    if name not in document or not _same(document[name], wanted):
+        document[name] = _reference_table(key)
+
+
+def _sync_policy(document: TOMLDocument, policy: dict[str, Any] | None) -> None:
+    if "command_policy" in document and _same(document["command_policy"], policy):
+        return
+    if policy is None:
+        if "command_policy" in document:
+            del document["command_policy"]
+        return
+    document["command_policy"] = policy
+
+
+def save_project_config(path: str | os.PathLike[str], config: ProjectConfig) -> None:
+    """Write ``config`` to ``path`` (atomically, mode 0600), keeping what the file had.
+
+    The file currently at ``path`` is the starting point: entries are updated in
+    place (their comments, key order and unknown keys stay), removed entries are
+    dropped, new ones appended; ``default_model``, ``vision_model`` and
+    ``[command_policy]`` are changed only when they differ; unknown keys and
+    comments elsewhere are untouched. A new file starts with a comment explaining
+    its keys. Raises :class:`ConfigError` when the existing file is not valid TOML
+    (it is not overwritten) and :class:`OSError` when it cannot be written.
+    """
+    file = Path(path)
+    document = read_private_toml(file)
+    if document is None:
+        document = header_document(_PROJECT_HEADER)
+    _sync_reference(document, "default_model", config.default_model)
+    _sync_reference(document, "vision_model", config.vision_model)
+    _sync_models(document, config.models)
+    _sync_policy(document, config.command_policy)
+    write_private_toml(file, document)
+
+
+# ------------------------------------------------------------------ edits
+
+
+def _listing(config: ProjectConfig) -> str:
+    return ", ".join(str(entry.key) for entry in config.models) or "none"
+
+
+def _require(config: ProjectConfig, provider: str, model_id: str) -> ModelEntry:
+    entry = config.find_model(provider, model_id)
+    if entry is None:
+        raise ConfigError(
+            f"no model {provider}/{model_id} is configured (configured: {_listing(config)})",
+            config.path,
+        )
+    return entry
+
+
+def add_model(
+    config: ProjectConfig, entry: ModelEntry, *, set_default: bool = False
+) -> ProjectConfig:
+    """``config`` with ``entry`` added, or replacing the entry with the same provider and model id.
+
+    A replaced entry keeps its position. ``set_default`` also makes it the
+    ``default_model``. References are otherwise untouched; a ``vision_model``
+    that names an entry replaced by one with ``vision = false`` is cleared.
+    """
+    models = list(config.models)
+    for index, current in enumerate(models):
+        if current.key == entry.key:
+            models[index] = entry
+            break
+    else:
+        models.append(entry)
+    vision = config.vision_model
+    if vision == entry.key and not entry.vision:
+        vision = None
+    return attrs.evolve(
+        config,
+        models=tuple(models),
+        default_model=entry.key if set_default else config.default_model,
+        vision_model=vision,
+    )
+
+
+def set_default_model(config: ProjectConfig, provider: str, model_id: str) -> ProjectConfig:
+    """``config`` with ``default_model`` naming this entry (:class:`ConfigError` if none)."""
+    return attrs.evolve(config, default_model=_require(config, provider, model_id).key)
+
+
+def set_vision_model(config: ProjectConfig, provider: str, model_id: str) -> ProjectConfig:
+    """``config`` with ``vision_model`` naming this entry, which must accept images.
+
+    Raises :class:`ConfigError` when there is no such entry or it has ``vision = false``.
+    """
+    entry = _require(config, provider, model_id)
+    if not entry.vision:
+        raise ConfigError(
+            f"{entry.key} is configured with vision = false, so it cannot describe images; "
+            f"add it again with --vision if it accepts images",
+            config.path,
+        )
+    return attrs.evolve(config, vision_model=entry.key)
+
+
+def clear_vision_model(config: ProjectConfig) -> ProjectConfig:
+    """``config`` without a ``vision_model`` (describe_image then has no model to ask)."""
+    return attrs.evolve(config, vision_model=None)
+
+
+def remove_model(
+    config: ProjectConfig, provider: str, model_id: str
+) -> tuple[ProjectConfig, tuple[str, ...]]:
+    """``config`` without this entry, and the references that were cleared because they named it.
+
+    The second item lists ``"default_model"`` and/or ``"vision_model"`` when they
+    named the removed entry (they are unset in the result). Raises
+    :class:`ConfigError` when there is no such entry.
+    """
+    removed = _require(config, provider, model_id).key
+    cleared = tuple(
+        name
+        for name, ref in (
+            ("default_model", config.default_model),
+            ("vision_model", config.vision_model),
+        )
+        if ref == removed
+    )
+    result = attrs.evolve(
+        config,
+        models=tuple(entry for entry in config.models if entry.key != removed),
+        default_model=None if config.default_model == removed else config.default_model,
+        vision_model=None if config.vision_model == removed else config.vision_model,
+    )
+    return result, cleared
+
+
+def resolve_model(
+    config: ProjectConfig, provider: str | None = None, model_id: str | None = None
+) -> ModelEntry:
+    """The entry a session uses: the one ``provider`` and ``model_id`` name, else the default.
+
+    With no pair given: the ``default_model`` entry; when no default is set and
+    exactly one model is configured, that one. Raises :class:`ValueError` when
+    only one of ``provider``/``model_id`` is given, and :class:`ConfigError`
+    (naming the file) whose message says what to run next when: no model is
+    configured at all; the pair names no entry (the configured ones are listed);
+    ``default_model`` names no entry; or several models exist and none is the
+    default.
+    """
+    if (provider is None) != (model_id is None):
+        raise ValueError("give provider and model_id together, or neither to use the default model")
+    if not config.models:
+        raise ConfigError(f"No model is configured. Add one with: {_ADD_MODEL_HINT}", config.path)
+    if provider is not None and model_id is not None:
+        entry = config.find_model(provider, model_id)
+        if entry is None:
+            raise ConfigError(
+                f"no model {provider}/{model_id} is configured (configured: {_listing(config)}). "
+                f"Add it with: penguin config model add --provider {provider} "
+                f"--model-id {model_id} --base-url URL --api-key KEY",
+                config.path,
+            )
+        return entry
+    if config.default_model is not None:
+        entry = config.default_entry()
+        if entry is None:
+            raise ConfigError(
+                f"default_model names {config.default_model}, which is not configured "
+                f"(configured: {_listing(config)}). Choose one with: {_CHOOSE_DEFAULT_HINT}",
+                config.path,
+                field="default_model",
+            )
+        return entry
+    if len(config.models) == 1:
+        return config.models[0]
+    raise ConfigError(
+        f"no default model is set and {len(config.models)} models are configured "
+        f"({_listing(config)}). Choose one with: {_CHOOSE_DEFAULT_HINT}",
+        config.path,
+    )

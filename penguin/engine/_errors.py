@@ -1,0 +1,18 @@
+"""The engine's exceptions.
+
+::
+
+    RuntimeError
+     └── EngineBusyError   a run (or a compaction) is already live on this session
+
+Nothing the model, a tool or the network does raises out of a run: those outcomes
+are messages with a ``stop_reason`` and the run's :class:`~penguin.engine.RunResult`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EngineBusyError"]
+
+
+class EngineBusyError(RuntimeError):
+    """A session runs one Task at a time: steer the live one, or wait for it to end."""

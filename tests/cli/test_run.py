@@ -1,0 +1,195 @@
+"""``penguin run`` and ``penguin demo`` end to end: real processes, a real local model server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from penguin import config as cfg
+from penguin.llm import testing as t
+from penguin.trace import read_trace
+
+
+async def penguin(
+    *args: str, cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [sys.executable, "-m", "penguin", *args],
+        cwd=cwd,
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env=env,
+    )
+
+
+def configure_model(root: Path, base_url: str, api_key: str = "sk-test") -> None:
+    paths = cfg.AgentPaths(root)
+    entry = cfg.ModelEntry(
+        provider="local", model_id="scripted-model", base_url=base_url, api_key=api_key
+    )
+    project = cfg.add_model(cfg.load_project_config(paths.project_config), entry, set_default=True)
+    cfg.save_project_config(paths.project_config, project)
+
+
+def tool_call_reply(call_id: str, name: str, arguments: dict[str, object]) -> t.Reply:
+    encoded = json.dumps(arguments)
+    return t.sse_reply(
+        [
+            t.content_chunk("Creating it.\n"),
+            t.tool_call_chunk(0, id=call_id, name=name, arguments=encoded[:10]),
+            t.tool_call_chunk(0, arguments=encoded[10:]),
+            t.finish_chunk("tool_calls"),
+            t.usage_chunk(prompt_tokens=100, completion_tokens=20),
+        ]
+    )
+
+
+async def test_run_with_always_ask_approves_on_stdin_and_writes_the_trace(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    await trio.Path(workspace).mkdir()
+    replies = iter(
+        [
+            tool_call_reply(
+                "call_a",
+                "write_file",
+                {"description": "Create notes", "file_path": "notes.txt", "content": "hi\n"},
+            ),
+            t.sse_reply([t.content_chunk("All done."), t.finish_chunk()]),
+        ]
+    )
+
+    def handler(request: t.ReceivedRequest) -> t.Reply:
+        return next(replies)
+
+    async with t.serve_openai_compatible(handler) as server:
+        configure_model(tmp_path / "root", server.base_url)
+        done = await penguin(
+            "run",
+            "-m",
+            "Create notes.txt",
+            "--workspace",
+            str(workspace),
+            "--approve",
+            "always-ask",
+            "--root",
+            str(tmp_path / "root"),
+            cwd=tmp_path,
+            stdin=b"y\n",
+        )
+        bodies = [request.json() for request in server.requests]
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "● write_file: Create notes (notes.txt)" in out
+    assert "? Approve this tool call? [Y/n] " in out
+    assert "✓ [approved]" in out
+    assert '⎿ completed: Created "notes.txt" (1 line, 3 bytes).' in out
+    assert out.rstrip().endswith("All done.")
+    assert await trio.Path(workspace / "notes.txt").read_text() == "hi\n"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-test"
+    second = bodies[1]["messages"]
+    assert second[-1]["role"] == "tool"
+    assert second[-1]["tool_call_id"] == "call_a"
+    trace_line = [line for line in done.stderr.decode().splitlines() if line.startswith("trace: ")]
+    records = read_trace(Path(trace_line[0].removeprefix("trace: ")))
+    types = [getattr(r.payload, "type", r.type) for r in records]
+    assert records[0].type == "session_meta"
+    assert "approval_decision" in types
+    assert types.index("approval_decision") < types.index("tool_call_output")
+
+
+async def test_run_denies_on_end_of_input_and_still_completes(tmp_path: Path) -> None:
+    replies = iter(
+        [
+            tool_call_reply("call_b", "exec_command", {"description": "List", "cmd": "ls"}),
+            t.sse_reply([t.content_chunk("Understood."), t.finish_chunk()]),
+        ]
+    )
+    async with t.serve_openai_compatible(lambda request: next(replies)) as server:
+        configure_model(tmp_path / "root", server.base_url)
+        done = await penguin(
+            "run",
+            "-m",
+            "List files",
+            "--approve",
+            "always-ask",
+            "--root",
+            str(tmp_path / "root"),
+            cwd=tmp_path,
+            stdin=b"",
+        )
+        tool_message = server.requests[1].json()["messages"][-1]
+    assert done.returncode == 0, done.stderr.decode()
+    assert "× [denied]" in done.stdout.decode()
+    assert tool_message == {
+        "role": "tool",
+        "tool_call_id": "call_b",
+        "content": "Tool call denied by user.",
+    }
+
+
+async def test_run_exits_4_on_auth_without_retrying(tmp_path: Path) -> None:
+    async with t.serve_openai_compatible(
+        lambda request: t.ErrorReply(401, "invalid api key")
+    ) as server:
+        configure_model(tmp_path / "root", server.base_url, api_key="sk-wrong")
+        done = await penguin("run", "-m", "hi", "--root", str(tmp_path / "root"), cwd=tmp_path)
+        requests = len(server.requests)
+    assert done.returncode == 4
+    assert requests == 1
+    assert b"auth" in done.stderr
+
+
+async def test_run_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
+    done = await penguin("run", "-m", "hi", "--root", str(tmp_path / "root"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert b"penguin config model add --provider P --model-id M" in done.stderr
+
+
+async def test_run_rejects_an_invalid_approval_mode(tmp_path: Path) -> None:
+    done = await penguin("run", "-m", "hi", "--approve", "Sometimes", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        'Invalid approval mode "Sometimes". Use allow-all, deny-all, read-only, or always-ask.\n'
+    )
+
+
+async def test_demo_runs_the_whole_task_and_prints_its_trace(tmp_path: Path) -> None:
+    done = await penguin("demo", "--root", str(tmp_path / "root"), cwd=tmp_path)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    for view in (
+        "● write_file: Create the script (steps.py)",
+        "● edit_file: Fix the typo (steps.py)",
+        "● exec_command: Run the script",
+        "⎿ completed: hello from step 1",
+        "● input_command: Wait for the script to finish",
+    ):
+        assert view in out
+    trace_line = [line for line in done.stderr.decode().splitlines() if line.startswith("trace: ")]
+    records = read_trace(Path(trace_line[0].removeprefix("trace: ")))
+    outputs = [r for r in records if getattr(r.payload, "type", "") == "tool_call_output"]
+    assert len(outputs) == 4
+    assert all(r.payload.stop_reason == "completed" for r in outputs)  # type: ignore[union-attr]
+    assert outputs[-1].payload.output.endswith("all steps done\n")  # type: ignore[union-attr]
+
+
+async def test_demo_with_always_ask_asks_for_every_call(tmp_path: Path) -> None:
+    done = await penguin(
+        "demo",
+        "--approve",
+        "always-ask",
+        "--root",
+        str(tmp_path / "root"),
+        cwd=tmp_path,
+        stdin=b"y\ny\ny\ny\n",
+    )
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert out.count("? Approve this tool call? [Y/n] ") == 4
+    assert out.count("✓ [approved]") == 4

@@ -1,0 +1,196 @@
+"""Agent and Session: files on disk, a whole session, resume after an interrupt and a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import trio
+
+import penguin
+from penguin import protocol as om
+from penguin.engine import INTERRUPTED_OUTPUT
+from penguin.llm import ScriptedLLM, text, tool_call, turn
+from penguin.trace import read_trace
+
+
+def allow(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+    return "allow"
+
+
+async def drain(stream: penguin.engine.RunStream) -> list[om.OmniMessage[om.Payload]]:
+    return [message async for message in stream]
+
+
+async def test_first_use_writes_the_default_system_config(tmp_path: Path) -> None:
+    agent = penguin.Agent.open(tmp_path)
+    config_file = tmp_path / "default_project/agents/default_agent/agent_state/system_config.yaml"
+    assert agent.paths.system_config == config_file
+    assert config_file.exists()
+    assert "tools:" in config_file.read_text()
+    assert agent.config.effective_builtin_tools() == penguin.config.default_tools()
+
+
+async def test_a_session_runs_a_task_and_traces_it(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    llm = ScriptedLLM(
+        [
+            turn(tool_call("write_file", {"file_path": "a.txt", "content": "x\n"})),
+            turn(text("Wrote a.txt.")),
+        ]
+    )
+    agent = penguin.Agent.open(tmp_path / "root")
+    async with agent.session(workspace, llm=llm) as session:
+        async with session.run([om.user_text("write it")], approve=allow) as stream:
+            messages = await drain(stream)
+        assert stream.result.status == "completed"
+        await session.flush_trace()
+        trace_path = session.trace_path
+        session_id = session.session_id
+    assert (workspace / "a.txt").read_text() == "x\n"
+    assert trace_path.name == f"{session_id}_001.jsonl"
+    assert stat.S_IMODE(os.stat(trace_path).st_mode) == 0o600
+    records = read_trace(trace_path)
+    assert records[0].type == "session_meta"
+    meta = records[0].payload
+    assert isinstance(meta, om.SessionMetaPayload)
+    assert (meta.session_id, meta.workspace, meta.model_id) == (
+        session_id,
+        str(workspace),
+        "scripted",
+    )
+    assert "{{" not in meta.system_prompt
+    assert str(workspace) in meta.system_prompt
+    kinds = [getattr(r.payload, "type", r.type) for r in records[1:]]
+    assert sorted(kinds[:2]) == ["text", "tool_list_ready"]
+    assert kinds[2] == "request_begin"
+    assert not any(om.is_partial(r) for r in records)
+    assert [m for m in messages if om.is_tool_call_output(m)]
+
+
+async def test_without_an_approver_every_call_is_denied(tmp_path: Path) -> None:
+    llm = ScriptedLLM([turn(tool_call("write_file", {"file_path": "a.txt", "content": "x"}))])
+    agent = penguin.Agent.open(tmp_path / "root")
+    async with (
+        agent.session(tmp_path, llm=llm) as session,
+        session.run([om.user_text("write it")]) as stream,
+    ):
+        messages = await drain(stream)
+    [output] = [m for m in messages if om.is_tool_call_output(m)]
+    assert (output.payload.output, output.payload.stop_reason) == (
+        "Tool call denied by user.",
+        "aborted",
+    )
+    assert not (tmp_path / "a.txt").exists()
+
+
+async def test_resume_after_an_interrupt_resends_the_carry_over_in_the_same_file(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agent = penguin.Agent.open(tmp_path / "root")
+    first = ScriptedLLM(
+        [turn(tool_call("exec_command", {"description": "wait", "cmd": "echo started; sleep 30"}))]
+    )
+    interrupt = trio.Event()
+    async with agent.session(workspace, llm=first) as session:
+        async with session.run(
+            [om.user_text("wait")], approve=allow, interrupt=interrupt
+        ) as stream:
+            async for message in stream:
+                if om.is_partial(message) and "started" in getattr(message.payload, "output", ""):
+                    interrupt.set()
+        assert stream.result.status == "aborted"
+        session_id, trace_path = session.session_id, session.trace_path
+
+    second = ScriptedLLM([turn(text("Picking up where we stopped."))])
+    async with agent.resume_session(session_id, llm=second) as resumed:
+        assert resumed.trace_path == trace_path
+        assert resumed.workspace_dir == workspace
+        async with resumed.run([om.user_text("go on")], approve=allow) as stream:
+            await drain(stream)
+        assert stream.result.status == "completed"
+    request = second.requests[0]
+    payloads = [m.payload for m in request.messages]
+    call = next(p for p in payloads if isinstance(p, om.ToolCallPayload))
+    output = next(p for p in payloads if isinstance(p, om.ToolCallOutputPayload))
+    assert output.tool_call_id == call.tool_call_id
+    assert output.stop_reason == "aborted"
+    assert output.output.endswith("[interrupted: tool aborted by user]")
+    assert isinstance(payloads[-1], om.TextPayload)
+    assert payloads[-1].text == "go on"
+    records = read_trace(trace_path)
+    assert [r.type for r in records].count("session_meta") == 1
+    assert sum(1 for r in records if getattr(r.payload, "type", "") == "request_begin") == 2
+
+
+CRASHING_SESSION = textwrap.dedent(
+    """
+    import sys, trio, penguin
+    from penguin import protocol as om
+    from penguin.llm import ScriptedLLM, tool_call, turn
+
+    async def main():
+        agent = penguin.Agent.open(sys.argv[1])
+        llm = ScriptedLLM([turn(tool_call(
+            "exec_command", {"description": "wait", "cmd": "sleep 60"}, id="call_crash"))])
+        async with agent.session(sys.argv[2], llm=llm) as session:
+            print(session.session_id, flush=True)
+            async with session.run([om.user_text("wait")], approve=lambda c: "allow") as stream:
+                async for message in stream:
+                    if getattr(message.payload, "type", "") == "request_end":
+                        await session.flush_trace()
+                        print("tool running", flush=True)
+    trio.run(main)
+    """
+)
+
+
+async def test_resume_after_a_crash_keeps_pairing_and_tolerates_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    root, workspace = tmp_path / "root", tmp_path / "ws"
+    workspace.mkdir()
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", CRASHING_SESSION, str(root), str(workspace)],
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    seen = b""
+    with trio.fail_after(30):
+        while b"tool running\n" not in seen:
+            chunk = await process.stdout.receive_some()
+            assert chunk, seen
+            seen += chunk
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+    session_id = seen.decode().split("\n", 1)[0]
+    agent = penguin.Agent.open(root)
+    [trace_path] = list((agent.paths.traces_dir).glob(f"*/{session_id}_001.jsonl"))
+    with trace_path.open("ab") as handle:
+        handle.write(b'{"timestamp":"2026-01-01T00:00:00.000Z","type":"model_m')  # a torn write
+
+    after = ScriptedLLM([turn(text("Recovered."))])
+    async with agent.resume_session(session_id, llm=after) as resumed:
+        async with resumed.run([om.user_text("what happened?")], approve=allow) as stream:
+            await drain(stream)
+        await resumed.flush_trace()
+    payloads = [m.payload for m in after.requests[0].messages]
+    outputs = [p for p in payloads if isinstance(p, om.ToolCallOutputPayload)]
+    assert [(p.tool_call_id, p.output, p.stop_reason) for p in outputs] == [
+        ("call_crash", INTERRUPTED_OUTPUT, "aborted")
+    ]
+    records = read_trace(trace_path)
+    assert records[-1].type == "event_msg"
+    assert getattr(records[-1].payload, "type", "") == "request_end"
+    assert any(
+        isinstance(r.payload, om.TextPayload) and r.payload.text == "Recovered." for r in records
+    )
+    assert trace_path.read_bytes().count(b'"type":"model_m\n') == 1  # healed with a newline
