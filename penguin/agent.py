@@ -20,6 +20,13 @@ the Environment (no process survives) and flushes the trace.
 A session can be resumed from its trace (:meth:`Agent.resume_session`): the latest
 trace file is replayed into the engine's ledger, so the model sees exactly the
 context (and carry-over) it had, and new records continue in the same file.
+
+Subagents: every session's Environment gets a :class:`ChildSessionRunner`, through
+which run_subagent opens child sessions — real Sessions of this agent (or of the
+agent the model names), in the parent's workspace, with the parent's model and
+thinking level unless told otherwise, each with its own trace (``source:
+"subagent"``). A child is a depth-1 session: it has no subagent tools, and its own
+runner refuses to spawn. Its tool calls are approved by the parent's approver.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Final, Self
+from typing import Final, Self, final
 
 import attrs
 import trio
@@ -38,14 +45,22 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin.approval import CommandPolicy
 from penguin.engine import CompactionSettings, Engine, Ledger, RunStream, TraceRecorder
-from penguin.environment import Environment, EnvironmentConfig
-from penguin.llm import LLM, OpenAIChatLLM
+from penguin.environment import (
+    Environment,
+    EnvironmentConfig,
+    SubagentRequest,
+    SubagentSpawnError,
+    ToolServices,
+)
+from penguin.llm import LLM, LLMRequest, LLMResponse, OpenAIChatLLM
 from penguin.trace import TraceWriter, find_session, read_trace
 
-__all__ = ["Agent", "Session", "SessionNotFoundError"]
+__all__ = ["MAX_SUBAGENT_DEPTH", "Agent", "ChildSessionRunner", "Session", "SessionNotFoundError"]
 
 _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
+MAX_SUBAGENT_DEPTH: Final = 1
+"""Sessions below a top-level one: a child (depth 1) spawns no subagent of its own."""
 
 
 class SessionNotFoundError(LookupError):
@@ -120,13 +135,13 @@ class Agent:
         describe_image.
         """
         session_id = cfg.new_session_id()
+        owned_llm: OpenAIChatLLM | None = None
+        if llm is None:  # first: a missing model must not leave an empty workspace behind
+            owned_llm = self.model_client(provider=provider, model_id=model_id)
+            llm = owned_llm
         workspace = (
             Path(workspace_dir) if workspace_dir is not None else cfg.new_temp_workspace(self.paths)
         )
-        owned_llm: OpenAIChatLLM | None = None
-        if llm is None:
-            owned_llm = self.model_client(provider=provider, model_id=model_id)
-            llm = owned_llm
         if vision is None:
             vision = self._model_has_vision(llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
@@ -185,6 +200,7 @@ class Agent:
                 vision=vision,
                 ledger=ledger,
                 meta=meta,
+                depth=1 if meta.payload.source == "subagent" else 0,
             ) as session:
                 yield session
         finally:
@@ -203,6 +219,30 @@ class Agent:
         return True
 
     @asynccontextmanager
+    async def _vision_model(
+        self, project: cfg.ProjectConfig, tools: Sequence[cfg.ToolDefinitionConfig]
+    ) -> AsyncIterator[_VisionModel | None]:
+        """describe_image's vision model (spec 6.4), for as long as the session lasts.
+
+        ``None`` when describe_image is not offered; a model with ``model_id`` None
+        when the project's ``vision_model`` is unset, names no entry, or names one
+        configured with ``vision = false``.
+        """
+        if not any(entry.name == "describe_image" for entry in tools):
+            yield None
+            return
+        entry = project.vision_entry()
+        if entry is None or not entry.vision:
+            yield _VisionModel(None)
+            return
+        client = self.model_client(provider=entry.provider, model_id=entry.model_id)
+        try:
+            yield _VisionModel(client)
+        finally:
+            with trio.CancelScope(shield=True):
+                await client.aclose()
+
+    @asynccontextmanager
     async def _assemble(
         self,
         session_id: str,
@@ -213,19 +253,34 @@ class Agent:
         vision: bool,
         ledger: Ledger | None,
         meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
+        depth: int = 0,
     ) -> AsyncIterator[Session]:
         paths = self.paths
-        tools = cfg.select_tools(self.config.effective_builtin_tools(), vision=vision)
+        tools = cfg.select_tools(self.config.effective_builtin_tools(), vision=vision, depth=depth)
+        subagents = ChildSessionRunner(
+            self, workspace=workspace, llm=llm, vision=vision, depth=depth
+        )
         environment_config = EnvironmentConfig(
             workspace_dir=workspace,
             scratchpad_dir=paths.scratchpad(session_id),
             tools=tools,
             vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
+            subagent_spawn_limit=self.config.subagents.max_spawned,
         )
         project = self.project_config()
         with collapse_single():
             async with (
-                Environment.open(environment_config) as environment,
+                self._vision_model(project, tools) as vision_model,
+                Environment.open(
+                    attrs.evolve(
+                        environment_config,
+                        services=ToolServices(
+                            vision=vision_model,
+                            images=self.config.images,
+                            subagent_runner=subagents,
+                        ),
+                    )
+                ) as environment,
                 TraceRecorder.open(writer) as recorder,
             ):
                 shell = os.environ.get("PENGUIN_SHELL", "").strip() or "bash"
@@ -249,6 +304,7 @@ class Agent:
                         system_prompt=system_prompt,
                         agent_state=str(paths.agent_state),
                         workspace=str(environment.workspace_dir),
+                        source="subagent" if depth > 0 else None,
                     )
                     recorder.record(meta)
                 else:
@@ -270,7 +326,150 @@ class Agent:
                     environment=environment,
                     engine=engine,
                     recorder=recorder,
+                    session_meta=meta,
+                    subagent_runner=subagents,
                 )
+
+
+@attrs.frozen
+class _VisionModel:
+    """A model as describe_image's :class:`~penguin.environment.VisionService`.
+
+    Each request is the tool's messages alone: no system prompt, no tools, no
+    thinking level. ``llm`` None stands for "no vision model" (``model_id`` None).
+    """
+
+    llm: LLM | None
+
+    @property
+    def model_id(self) -> str | None:
+        """The model's id, or None when there is no vision model."""
+        return None if self.llm is None else self.llm.model.model_id
+
+    def stream(
+        self, messages: Sequence[om.OmniMessage[om.CompleteModelPayload]]
+    ) -> AbstractAsyncContextManager[LLMResponse]:
+        """One one-off request of ``messages``."""
+        if self.llm is None:
+            raise RuntimeError("the project has no vision model to ask")
+        return self.llm.stream(LLMRequest(system_prompt="", messages=tuple(messages)))
+
+
+@final
+class ChildSessionRunner:
+    """Opens child Sessions for run_subagent (a :class:`~penguin.environment.SubagentRunner`).
+
+    Every session gets one (built by :meth:`Agent._assemble`). A child is a real
+    Session: of the agent ``request.agent_id`` names (default: this runner's agent;
+    another agent must already exist in the same project), in the parent's
+    workspace, with the parent's model object unless ``model_id`` + ``provider`` name
+    one of the project's models (then a client of its own, closed with the child),
+    at the parent's effective thinking level unless one is given, with its own
+    trace whose ``session_meta`` says ``source: "subagent"``. The child has no
+    subagent tools and its own runner refuses to spawn (depth cap 1).
+
+    :attr:`thinking_level` is the parent's effective level: ``Session.run`` keeps it
+    current. Failures raise :class:`~penguin.environment.SubagentSpawnError` with the
+    text run_subagent shows the model.
+    """
+
+    def __init__(
+        self, agent: Agent, *, workspace: Path, llm: LLM, vision: bool, depth: int
+    ) -> None:
+        """A runner for the sessions of ``agent`` at ``depth`` (0 = a top-level session)."""
+        self._agent = agent
+        self._workspace = workspace
+        self._llm = llm
+        self._vision = vision
+        self.depth = depth
+        """How deep the session owning this runner is; children are one deeper."""
+        self.thinking_level: str | None = None
+        """The owning session's effective thinking level (that of its current run)."""
+
+    @asynccontextmanager
+    async def open_child(self, request: SubagentRequest) -> AsyncIterator[_SubagentChild]:
+        """Open a child session for ``request``; it is closed when the block ends."""
+        if self.depth >= MAX_SUBAGENT_DEPTH:
+            raise SubagentSpawnError(
+                f"subagent depth limit {MAX_SUBAGENT_DEPTH} reached; not spawning another subagent"
+            )
+        agent = await self._agent_for(request.agent_id)
+        llm, vision, owned = self._llm, self._vision, None
+        if request.model_id is not None and request.provider is not None:
+            try:
+                owned = agent.model_client(provider=request.provider, model_id=request.model_id)
+            except cfg.ConfigError as exc:  # the model, not the file, is what the caller chose
+                raise SubagentSpawnError(f"subagent error: {exc.reason}") from exc
+            llm, vision = owned, agent._model_has_vision(owned)
+        level = (
+            request.thinking_level if request.thinking_level is not None else self.thinking_level
+        )
+        session_id = cfg.new_session_id()
+        writer = TraceWriter(agent.paths.traces_dir, session_id)
+        try:
+            async with agent._assemble(
+                session_id,
+                self._workspace,
+                llm,
+                writer,
+                vision=vision,
+                ledger=None,
+                depth=self.depth + 1,
+            ) as session:
+                yield _SubagentChild(session, level)
+        finally:
+            if owned is not None:
+                with trio.CancelScope(shield=True):
+                    await owned.aclose()
+
+    async def _agent_for(self, agent_id: str | None) -> Agent:
+        mine = self._agent.paths
+        if agent_id is None or agent_id == mine.agent_id:
+            return self._agent
+        missing = SubagentSpawnError(
+            f'subagent error: agent "{agent_id}" does not exist or is not accessible'
+        )
+        try:
+            paths = cfg.AgentPaths(mine.root, mine.project_id, agent_id)
+        except ValueError:
+            raise missing from None
+        if not paths.agent_dir.is_dir():
+            raise missing
+        try:
+            return await trio.to_thread.run_sync(Agent.open, mine.root, mine.project_id, agent_id)
+        except (cfg.ConfigError, OSError) as exc:
+            raise SubagentSpawnError(f"subagent error: {exc}") from exc
+
+
+@attrs.frozen
+class _SubagentChild:
+    """An open child Session as the subagent supervisor drives it (``SubagentChild``)."""
+
+    session: Session
+    thinking_level: str | None
+
+    @property
+    def session_id(self) -> str:
+        """The child's session id."""
+        return self.session.session_id
+
+    @property
+    def session_meta(self) -> om.OmniMessage[om.SessionMetaPayload]:
+        """The child's ``session_meta`` (``source: "subagent"``)."""
+        meta = self.session.session_meta
+        assert meta is not None
+        return meta
+
+    def run(
+        self, prompt: str, *, approve: om.ApproveFn, interrupt: trio.Event
+    ) -> AbstractAsyncContextManager[RunStream]:
+        """One round: ``prompt`` as the child's user message, at the child's thinking level."""
+        return self.session.run(
+            [om.user_text(prompt)],
+            approve=approve,
+            interrupt=interrupt,
+            thinking_level=self.thinking_level,
+        )
 
 
 def _compaction_for(llm: LLM) -> CompactionSettings | None:
@@ -292,6 +491,10 @@ class Session:
     environment: Environment
     engine: Engine
     recorder: TraceRecorder
+    session_meta: om.OmniMessage[om.SessionMetaPayload] | None = None
+    """The ``session_meta`` this session's trace opens with."""
+    subagent_runner: ChildSessionRunner | None = None
+    """How run_subagent opens this session's children."""
 
     @property
     def workspace_dir(self) -> Path:
@@ -315,8 +518,11 @@ class Session:
 
         ``approve`` answers every tool call (none given = deny everything); the
         project's command policy is checked first. ``interrupt`` ends the Task
-        gracefully; the carry-over is re-sent by the next run.
+        gracefully; the carry-over is re-sent by the next run. ``thinking_level`` is
+        also what subagents spawned during this run inherit.
         """
+        if self.subagent_runner is not None:
+            self.subagent_runner.thinking_level = thinking_level
         return self.engine.run(
             messages, approve=approve, interrupt=interrupt, thinking_level=thinking_level
         )

@@ -23,7 +23,8 @@ from penguin.agent import Agent
 from penguin.approval import ApprovalModeError, parse_approval_mode
 from penguin.llm import LLMRequest, ScriptedLLM, Turn, text, thinking, tool_call, turn, usage
 
-from ._run import run_task
+from ._run import run_task, under_controls
+from ._signals import Controls
 
 __all__ = ["demo_llm", "register"]
 
@@ -157,16 +158,15 @@ def _main(args: argparse.Namespace) -> int:
     agent = Agent.open(root, "demo_project", "demo_agent")
     print(f"demo agent data: {root}", file=sys.stderr)
 
-    async def main() -> int:
+    async def main(controls: Controls) -> int:
         async with agent.session(llm=demo_llm()) as session:
             print(f"workspace: {session.workspace_dir}", file=sys.stderr)
-            code = await run_task(
+            return await run_task(
                 session,
                 "Write a small script that prints three steps, run it and check it finishes.",
                 mode,
-                sys.stdout,
+                controls,
                 verbose=args.verbose,
             )
-            return code
 
-    return trio.run(main)
+    return trio.run(under_controls, main)

@@ -69,8 +69,7 @@ class Renderer:
         self._color = color
         self._at_line_start = True
         self._thinking_open = False
-        self.last_call_id: str | None = None
-        """The id of the tool call shown last (its ``●`` line)."""
+        self._shown_calls: set[str] = set()
 
     # ------------------------------------------------------------------ output helpers
 
@@ -123,11 +122,13 @@ class Renderer:
                 elif event == "start" and not self.verbose:
                     self.line("· thinking…", "2")
             case om.ToolCallPayload() if payload.stop_reason in (None, "completed"):
-                self.line(f"● {call_summary(payload)}", "36")
-                self.last_call_id = payload.tool_call_id
+                # An approval prompt may have shown it already (it can run ahead of
+                # the stream); each call gets one line.
+                if payload.tool_call_id not in self._shown_calls:
+                    self._shown_calls.add(payload.tool_call_id)
+                    self.line(f"● {call_summary(payload)}", "36")
             case om.ToolCallOutputPayload():
                 self._show_output(payload)
-                self.last_call_id = None
             case om.PartialToolCallOutputPayload(event_type="delta", output=text) if self.verbose:
                 self._write(self._paint(text, "2"))
             case om.RequestEndPayload(status=status) if status not in ("completed", "aborted"):

@@ -16,28 +16,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 import trio
 
 from penguin import protocol as om
+from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session
 from penguin.approval import (
     PROMPT,
+    ApprovalMode,
     ApprovalModeError,
     approver_for_mode,
     parse_approval_mode,
     parse_prompt_answer,
 )
 from penguin.config import ConfigError
-from penguin.engine import RunResult
 from penguin.environment import WorkspaceError
 
-from ._render import Renderer, call_summary
-from ._signals import interrupt_on_signals
+from ._render import Renderer
+from ._signals import Controls
 
-__all__ = ["EXIT_CODES", "add_agent_options", "register", "run_task"]
+__all__ = ["EXIT_CODES", "add_agent_options", "register", "run_task", "under_controls"]
 
 EXIT_CODES: Final = {
     "completed": 0,
@@ -94,6 +96,13 @@ def register(commands: Any) -> None:
     )
     parser.add_argument("--provider", default=None, metavar="P")
     parser.add_argument("--model-id", default=None, metavar="M")
+    parser.add_argument(
+        "--max-turns",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N model requests (default: no limit; exit status 5)",
+    )
     parser.add_argument("--verbose", action="store_true", help="stream thinking and tool output")
     add_agent_options(parser)
     parser.set_defaults(handler=_main)
@@ -114,73 +123,77 @@ def _main(args: argparse.Namespace) -> int:
         print(f"penguin run: {exc}", file=sys.stderr)
         return 1
 
-    async def main() -> int:
+    async def main(controls: Controls) -> int:
         async with agent.session(
             args.workspace, provider=args.provider, model_id=args.model_id
         ) as session:
-            return await run_task(session, args.message, mode, sys.stdout, verbose=args.verbose)
+            if args.max_turns is not None:
+                session.engine.max_turns = args.max_turns
+            return await run_task(session, args.message, mode, controls, verbose=args.verbose)
 
     try:
-        return trio.run(main)
+        return trio.run(under_controls, main)
     except (ConfigError, WorkspaceError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
         return 1
 
 
-async def ask_on_stdin(
-    renderer: Renderer, call: om.OmniMessage[om.ToolCallPayload]
-) -> om.ApprovalVerdict:
-    """Ask the person at the terminal about ``call``; end of input denies."""
-    if renderer.last_call_id != call.payload.tool_call_id:
-        renderer.line(f"? {call_summary(call.payload)}")
-    renderer.prompt(PROMPT)
-    line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    renderer.answered(line)
-    return parse_prompt_answer(line if line else None)
+async def under_controls(main: Callable[[Controls], Awaitable[int]]) -> int:
+    """Run ``main`` with Ctrl-C and the other signals routed for its whole life.
+
+    A hard stop (a second Ctrl-C, SIGTERM) anywhere — during the Task or while the
+    session closes — ends with exit status 130, after the Environment has ended what
+    it started.
+    """
+    codes: list[int] = []
+    with collapse_single():
+        async with trio.open_nursery() as nursery:
+            controls = Controls(nursery)
+            nursery.start_soon(controls.watch_signals)
+            codes.append(await main(controls))
+            nursery.cancel_scope.cancel()
+    return codes[0] if codes else EXIT_CODES["aborted"]
 
 
 async def run_task(
     session: Session,
     message: str,
-    mode: Any,
-    out: TextIO,
+    mode: ApprovalMode,
+    controls: Controls,
+    out: TextIO | None = None,
     *,
     verbose: bool = False,
 ) -> int:
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
-    renderer = Renderer(out, verbose=verbose)
+    renderer = Renderer(out or sys.stdout, verbose=verbose)
     asked: set[str] = set()
 
     async def ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
         asked.add(call.payload.tool_call_id)
-        return await ask_on_stdin(renderer, call)
+        renderer.show(call)  # once: the stream may not have shown it yet
+        renderer.prompt(PROMPT)
+        line = await controls.read_line()
+        renderer.answered(line or "")
+        return parse_prompt_answer(line)
 
     approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
-    interrupt = trio.Event()
-    results: list[RunResult] = []  # stays empty after a hard stop
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(interrupt_on_signals, interrupt, nursery.cancel_scope)
-        async with session.run(
-            [om.user_text(message)], approve=approve, interrupt=interrupt
-        ) as stream:
-            async for item in stream:
-                payload = item.payload
-                if isinstance(payload, om.ApprovalDecisionPayload) and not item.origin:
-                    verdict: om.ApprovalVerdict = (
-                        "forbidden" if payload.policy_rule else payload.decision
-                    )
-                    if payload.tool_call_id in asked or verdict != "allow":
-                        renderer.verdict(verdict)
-                    continue
-                renderer.show(item)
-            results.append(stream.result)
-        nursery.cancel_scope.cancel()
+    async with session.run(
+        [om.user_text(message)], approve=approve, interrupt=controls.interrupt
+    ) as stream:
+        async for item in stream:
+            payload = item.payload
+            if isinstance(payload, om.ApprovalDecisionPayload) and not item.origin:
+                verdict: om.ApprovalVerdict = (
+                    "forbidden" if payload.policy_rule else payload.decision
+                )
+                if payload.tool_call_id in asked or verdict != "allow":
+                    renderer.verdict(verdict)
+                continue
+            renderer.show(item)
+        result = stream.result
     renderer.finish()
     await session.flush_trace()
     print(f"trace: {session.trace_path}", file=sys.stderr)
-    if not results:  # a second Ctrl-C (or SIGTERM) stopped everything at once
-        return EXIT_CODES["aborted"]
-    result = results[0]
     if result.status != "completed" and result.error_message:
         print(f"penguin: {result.status}: {result.error_message}", file=sys.stderr)
     return EXIT_CODES[result.status]

@@ -1,28 +1,88 @@
-"""How the command line reacts to signals while work is in flight.
+"""How the command line reacts to signals and asks questions while work is in flight.
 
 Ctrl-C (SIGINT) first interrupts the work gracefully — the tool is told, the Task
 closes out, the next run re-sends what was cut off — and a second Ctrl-C stops at
-once. SIGTERM and SIGHUP stop at once. "At once" is still structured: cancelling
-the block unwinds the Environment, which ends every process it started, so a
-terminated ``penguin`` leaves nothing behind (unlike SIGKILL, which nothing can
-catch).
+once. While an approval prompt waits for an answer, Ctrl-C answers it "no" instead
+(spec 5.6) and the Task goes on. SIGTERM and SIGHUP stop at once. "At once" is still
+structured: cancelling the block unwinds the Environment, which ends every process
+it started, so a terminated ``penguin`` leaves nothing behind (unlike SIGKILL, which
+nothing can catch).
+
+Standard input is read by one background reader, a line at a time, and only once a
+first prompt asks for it: a prompt that was answered by Ctrl-C leaves no reader
+behind to swallow the answer to the next one.
 """
 
 from __future__ import annotations
 
+import math
 import signal
+import sys
 
 import trio
 
-__all__ = ["interrupt_on_signals"]
+__all__ = ["Controls"]
 
 
-async def interrupt_on_signals(interrupt: trio.Event, hard_stop: trio.CancelScope) -> None:
-    """Set ``interrupt`` on the first SIGINT; cancel ``hard_stop`` on the next or on TERM/HUP."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async for signum in signals:
-            if signum == signal.SIGINT and not interrupt.is_set():
-                interrupt.set()
-                continue
-            hard_stop.cancel()
-            return
+class Controls:
+    """The interrupt event, the hard stop, and stdin prompts of one command."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self.interrupt = trio.Event()
+        """Set by the first Ctrl-C outside a prompt: pass it as ``interrupt=``."""
+        self._nursery = nursery
+        self._prompt_cancelled: trio.Event | None = None
+        self._lines: trio.MemoryReceiveChannel[str] | None = None
+
+    async def watch_signals(self) -> None:
+        """Route SIGINT, SIGTERM and SIGHUP for as long as the command runs."""
+        watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        with trio.open_signal_receiver(*watched) as signals:
+            async for signum in signals:
+                if signum == signal.SIGINT:
+                    prompt = self._prompt_cancelled
+                    if prompt is not None and not prompt.is_set():
+                        prompt.set()
+                        continue
+                    if not self.interrupt.is_set():
+                        self.interrupt.set()
+                        continue
+                self._nursery.cancel_scope.cancel()
+                return
+
+    async def read_line(self) -> str | None:
+        """The next line of stdin; ``None`` at end of input or when Ctrl-C answered instead."""
+        if self._lines is None:
+            send, self._lines = trio.open_memory_channel[str](math.inf)
+            self._nursery.start_soon(_read_stdin, send)
+        cancelled = self._prompt_cancelled = trio.Event()
+        answer: list[str | None] = []
+        try:
+            async with trio.open_nursery() as race:
+
+                async def take_line() -> None:
+                    assert self._lines is not None
+                    try:
+                        answer.append(await self._lines.receive())
+                    except trio.EndOfChannel:
+                        answer.append(None)
+                    race.cancel_scope.cancel()
+
+                async def take_ctrl_c() -> None:
+                    await cancelled.wait()
+                    race.cancel_scope.cancel()
+
+                race.start_soon(take_line)
+                race.start_soon(take_ctrl_c)
+        finally:
+            self._prompt_cancelled = None
+        return answer[0] if answer else None
+
+
+async def _read_stdin(send: trio.MemorySendChannel[str]) -> None:
+    with send:
+        while True:
+            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            if not line:
+                return
+            await send.send(line)

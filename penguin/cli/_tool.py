@@ -19,9 +19,10 @@ from typing import Any, TextIO
 import trio
 
 from penguin import protocol as om
+from penguin._concurrency import collapse_single
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
 
-from ._signals import interrupt_on_signals
+from ._signals import Controls
 
 __all__ = ["register", "run_tool"]
 
@@ -106,13 +107,15 @@ async def run_tool(
     """Run one call and stream it to ``out``; return the exit code."""
     call = om.tool_call(name, arguments, f"cli-{secrets.token_hex(4)}")
     config = EnvironmentConfig(workspace_dir=workspace, scratchpad_dir=scratchpad)
-    interrupt = trio.Event()
     final: om.ToolCallOutputPayload | None = None  # stays None after a hard stop
     try:
-        async with Environment.open(config) as env, trio.open_nursery() as nursery:
-            nursery.start_soon(interrupt_on_signals, interrupt, nursery.cancel_scope)
-            final = await _stream(env, call, interrupt, out)
-            nursery.cancel_scope.cancel()
+        with collapse_single():
+            async with trio.open_nursery() as nursery:
+                controls = Controls(nursery)
+                nursery.start_soon(controls.watch_signals)
+                async with Environment.open(config) as env:
+                    final = await _stream(env, call, controls.interrupt, out)
+                nursery.cancel_scope.cancel()
     except WorkspaceError as exc:
         print(f"penguin tool: {exc}", file=sys.stderr)
         return 1

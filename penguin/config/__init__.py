@@ -9,6 +9,8 @@ Users import from here; the private modules may move::
     agent = config.load_system_config("system_config.yaml")   # ConfigError on a bad file
     agent.effective_builtin_tools()                      # tools.builtin, or the defaults
     agent.system_prompt                                  # the template, or the built-in one
+    agent.images                                         # ImageSettings(downscale, max_edge)
+    agent.subagents.max_spawned                          # subagents a session may spawn (32)
 
     paths = config.AgentPaths(None, "default_project", "default_agent")  # $PENGUIN_HOME
     project = config.load_project_config(paths.project_config)   # .project_config.toml
@@ -53,7 +55,10 @@ from ._prompt import render_system_prompt as render_system_prompt
 from ._prompt import system_prompt_values as system_prompt_values
 from ._select import apply_call_description as apply_call_description
 from ._select import select_tools as select_tools
+from ._system import DEFAULT_MAX_SPAWNED as DEFAULT_MAX_SPAWNED
 from ._system import AgentConfig as AgentConfig
+from ._system import ImageSettings as ImageSettings
+from ._system import SubagentSettings as SubagentSettings
 from ._system import dump_default_system_config as dump_default_system_config
 from ._system import load_system_config as load_system_config
 from ._system import write_system_config as write_system_config
@@ -71,6 +76,7 @@ from ._vault import validate_env_name as validate_env_name
 __all__ = [
     "DEFAULT_AGENT_ID",
     "DEFAULT_MAX_OUTPUT_LENGTH",
+    "DEFAULT_MAX_SPAWNED",
     "DEFAULT_MCP_CONNECT_TIMEOUT_MS",
     "DEFAULT_PROJECT_ID",
     "DEFAULT_SYSTEM_PROMPT",
@@ -82,6 +88,7 @@ __all__ = [
     "AgentPaths",
     "ConfigError",
     "ForModel",
+    "ImageSettings",
     "McpPermission",
     "McpRemoteTransport",
     "McpServerConfig",
@@ -90,6 +97,7 @@ __all__ = [
     "ModelKey",
     "Permission",
     "ProjectConfig",
+    "SubagentSettings",
     "ToolDefinitionConfig",
     "add_model",
     "agents_md_block",

@@ -1,11 +1,12 @@
 """``system_config.yaml``, an agent's own configuration (spec 6.2, 6.5; DESIGN §3, §4).
 
 Owns reading the file into an :class:`AgentConfig` (validating the
-``system_prompt`` template, every ``tools.builtin`` entry and, leniently, every
-``tools.mcpServers`` entry), and writing it: the complete, commented default
-file an agent starts with, and atomic rewrites of a loaded document. It does not
-decide where the file lives (the agent layer) and does not know which tool names
-are executable (the Environment keeps unknown names out of the model's sight).
+``system_prompt`` template, every ``tools.builtin`` entry, the ``images`` and
+``subagents`` sections and, leniently, every ``tools.mcpServers`` entry), and
+writing it: the complete, commented default file an agent starts with, and
+atomic rewrites of a loaded document. It does not decide where the file lives (the
+agent layer) and does not know which tool names are executable (the Environment
+keeps unknown names out of the model's sight).
 
 The file is read and written with ruamel.yaml in round-trip mode, and the loaded
 document is kept on the :class:`AgentConfig`, so a later writer can change one
@@ -56,7 +57,11 @@ from ._yaml import (
 )
 
 __all__ = [
+    "DEFAULT_IMAGE_MAX_EDGE",
+    "DEFAULT_MAX_SPAWNED",
     "AgentConfig",
+    "ImageSettings",
+    "SubagentSettings",
     "dump_default_system_config",
     "load_system_config",
     "write_system_config",
@@ -74,6 +79,58 @@ _ENTRY_KEYS: Final = (
     "call_description",
 )
 
+#: The keys of the ``images`` section, in the order penguin writes them.
+_IMAGE_KEYS: Final = ("downscale", "maxEdge")
+
+DEFAULT_IMAGE_MAX_EDGE: Final = 2048
+"""The longest side, in pixels, of an image penguin downscales (``images.maxEdge``)."""
+
+
+def _positive_edge(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_edge must be a positive number of pixels, not {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ImageSettings:
+    """The ``images`` section of ``system_config.yaml``: what happens to big images.
+
+    With ``downscale`` off (the default) read_image and describe_image send an
+    image as it is and refuse one over 5 MiB (spec 3.11.5). With it on (and the
+    optional Pillow dependency installed: ``pip install 'penguin[images]'``), an
+    image larger than 5 MiB or with a side longer than ``max_edge`` pixels is
+    scaled down, keeping its aspect ratio, and re-encoded before it is sent.
+    ``max_edge`` must be a positive number of pixels (``ValueError`` otherwise).
+    """
+
+    downscale: bool = False
+    max_edge: int = attrs.field(default=DEFAULT_IMAGE_MAX_EDGE, validator=_positive_edge)
+
+
+#: The keys of the ``subagents`` section.
+_SUBAGENT_KEYS: Final = ("maxSpawned",)
+
+DEFAULT_MAX_SPAWNED: Final = 32
+"""How many subagents one session may spawn in its lifetime (``subagents.maxSpawned``)."""
+
+
+def _positive_count(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{attribute.name} must be a positive whole number, not {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class SubagentSettings:
+    """The ``subagents`` section of ``system_config.yaml``.
+
+    ``max_spawned`` caps the total number of subagents one session may spawn with
+    run_subagent over its lifetime (running, finished and killed ones all count);
+    the cap of 8 registered at a time is separate and fixed. It must be a positive
+    whole number (``ValueError`` otherwise).
+    """
+
+    max_spawned: int = attrs.field(default=DEFAULT_MAX_SPAWNED, validator=_positive_count)
+
 
 @attrs.frozen(kw_only=True)
 class AgentConfig:
@@ -88,12 +145,15 @@ class AgentConfig:
     not part of equality. ``system_prompt`` is the template under the
     ``system_prompt`` key; when the key is absent or null it is penguin's
     built-in template, :data:`~penguin.config.DEFAULT_SYSTEM_PROMPT`.
+    ``images`` is the ``images`` section (all defaults when it is absent or null).
     """
 
     path: Path
     builtin_tools: tuple[ToolDefinitionConfig, ...] | None = None
     mcp_servers: tuple[McpServerConfig, ...] = ()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    images: ImageSettings = attrs.field(factory=ImageSettings)
+    subagents: SubagentSettings = attrs.field(factory=SubagentSettings)
     document: CommentedMap = attrs.field(factory=CommentedMap, eq=False, repr=False)
 
     def effective_builtin_tools(self) -> list[ToolDefinitionConfig]:
@@ -202,14 +262,44 @@ def _parse_builtin(node: Located) -> tuple[ToolDefinitionConfig, ...]:
     return tuple(entries)
 
 
+def _parse_images(node: Located) -> ImageSettings:
+    expect_mapping(node, "a mapping with downscale and/or maxEdge")
+    reject_unknown_keys(node, _IMAGE_KEYS)
+    downscale = False
+    if (downscale_node := _present(node, "downscale")) is not None:
+        downscale = expect_bool(downscale_node)
+    max_edge = DEFAULT_IMAGE_MAX_EDGE
+    if (edge_node := _present(node, "maxEdge")) is not None:
+        max_edge = expect_int(edge_node)
+        if max_edge < 1:
+            edge_node.fail(f"expected a positive number of pixels, got {max_edge}")
+    return ImageSettings(downscale=downscale, max_edge=max_edge)
+
+
+def _load_subagents(root: Located) -> SubagentSettings:
+    """The ``subagents`` section: absent or null is all defaults; mistakes are errors."""
+    node = _present(root, "subagents")
+    if node is None:
+        return SubagentSettings()
+    expect_mapping(node, "a mapping with maxSpawned")
+    reject_unknown_keys(node, _SUBAGENT_KEYS)
+    max_spawned = DEFAULT_MAX_SPAWNED
+    if (count_node := _present(node, "maxSpawned")) is not None:
+        max_spawned = expect_int(count_node)
+        if max_spawned < 1:
+            count_node.fail(f"expected a positive number of subagents, got {max_spawned}")
+    return SubagentSettings(max_spawned=max_spawned)
+
+
 def load_system_config(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and validate an agent's ``system_config.yaml``.
 
     An empty file is all defaults. Raises :class:`ConfigError` — naming the file,
     the line and the field — for a missing or unreadable file, broken YAML, a root
-    that is not a mapping, a ``system_prompt`` that is not a string, or any
-    invalid ``tools.builtin`` entry. Invalid ``tools.mcpServers`` entries are only
-    logged and skipped. Blocking: call it from a worker thread in async code.
+    that is not a mapping, a ``system_prompt`` that is not a string, any invalid
+    ``tools.builtin`` entry or an invalid ``images`` or ``subagents`` section. Invalid
+    ``tools.mcpServers`` entries are only logged and skipped. Blocking: call it
+    from a worker thread in async code.
     """
     file = Path(path)
     text = _read_text(file)
@@ -245,11 +335,16 @@ def load_system_config(path: str | os.PathLike[str]) -> AgentConfig:
             builtin = _parse_builtin(tools.child("builtin"))
         if "mcpServers" in tools.value:
             mcp_servers = parse_mcp_servers(tools.child("mcpServers"))
+    images = ImageSettings()
+    if (images_node := _present(root, "images")) is not None:
+        images = _parse_images(images_node)
     return AgentConfig(
         path=file,
         builtin_tools=builtin,
         mcp_servers=mcp_servers,
         system_prompt=system_prompt,
+        images=images,
+        subagents=_load_subagents(root),
         document=document,
     )
 
@@ -310,6 +405,29 @@ args, env, cwd (stdio); url, headers (http, sse); connectTimeoutMs (default 1000
 timeoutMs, maxOutputLength, permission (auto | r | rw)."""
 
 
+_SUBAGENTS_COMMENT: Final = """\
+subagents: limits of run_subagent.
+  maxSpawned  how many subagents one session may start in its lifetime
+              (default 32); at most 8 are kept at a time, whatever this says."""
+
+
+def _add_default_subagents(document: CommentedMap) -> None:
+    section = CommentedMap()
+    section["maxSpawned"] = DEFAULT_MAX_SPAWNED
+    document["subagents"] = section
+    document.yaml_set_comment_before_after_key("subagents", before="\n" + _SUBAGENTS_COMMENT)
+
+
+_IMAGES_COMMENT: Final = """\
+images: what read_image and describe_image do with big images.
+  downscale   true: an image over 5 MiB, or with a side longer than maxEdge
+              pixels, is scaled down (aspect ratio kept) and re-encoded before it
+              is sent; needs Pillow (pip install "penguin[images]").
+              false (default): images are sent as they are, and one over 5 MiB
+              is refused.
+  maxEdge     the longest side, in pixels, of a downscaled image (default 2048)"""
+
+
 def _yaml_node(value: Any) -> Any:
     if isinstance(value, Mapping):
         mapping = CommentedMap()
@@ -358,8 +476,14 @@ def _default_document() -> CommentedMap:
     document = CommentedMap()
     document["system_prompt"] = LiteralScalarString(DEFAULT_SYSTEM_PROMPT)
     document["tools"] = tools
+    images = CommentedMap()
+    images["downscale"] = ImageSettings().downscale
+    images["maxEdge"] = ImageSettings().max_edge
+    document["images"] = images
     document.yaml_set_comment_before_after_key("system_prompt", before="\n" + _PROMPT_COMMENT)
     document.yaml_set_comment_before_after_key("tools", before="\n" + _TOOLS_COMMENT)
+    document.yaml_set_comment_before_after_key("images", before="\n" + _IMAGES_COMMENT)
+    _add_default_subagents(document)
     document.yaml_set_start_comment(_HEADER)
     return document
 
@@ -367,10 +491,11 @@ def _default_document() -> CommentedMap:
 def dump_default_system_config(path: str | os.PathLike[str]) -> None:
     """Write the complete, commented default ``system_config.yaml`` to ``path``.
 
-    The file holds the built-in system prompt template under ``system_prompt``
-    and lists the default toolset under ``tools.builtin`` with every key
-    spelled out, so users edit a complete file; :func:`load_system_config` reads
-    it back as exactly :data:`DEFAULT_SYSTEM_PROMPT` and :func:`default_tools`.
+    The file holds the built-in system prompt template under ``system_prompt``,
+    lists the default toolset under ``tools.builtin`` with every key spelled out
+    and holds the default ``images`` section, so users edit a complete file;
+    :func:`load_system_config` reads it back as exactly
+    :data:`DEFAULT_SYSTEM_PROMPT`, :func:`default_tools` and :class:`ImageSettings`.
     The write is atomic and replaces an existing file; missing parent
     directories are created. Raises :class:`OSError` when the file cannot be
     written.

@@ -6,14 +6,23 @@ Users import ``Environment``, ``EnvironmentConfig`` and the tool contract from
 
 from __future__ import annotations
 
+from ._contract import SubagentChild as SubagentChild
+from ._contract import SubagentRequest as SubagentRequest
+from ._contract import SubagentRound as SubagentRound
+from ._contract import SubagentRoundResult as SubagentRoundResult
+from ._contract import SubagentRunner as SubagentRunner
 from ._contract import Tool as Tool
 from ._contract import ToolContext as ToolContext
 from ._contract import ToolFactory as ToolFactory
 from ._contract import ToolResult as ToolResult
 from ._contract import ToolServices as ToolServices
+from ._contract import VisionOutcome as VisionOutcome
+from ._contract import VisionResponse as VisionResponse
+from ._contract import VisionService as VisionService
 from ._environment import Environment as Environment
 from ._environment import EnvironmentConfig as EnvironmentConfig
 from ._errors import EnvironmentClosedError as EnvironmentClosedError
+from ._errors import SubagentSpawnError as SubagentSpawnError
 from ._errors import WorkspaceError as WorkspaceError
 from .supervisor import BackgroundCommand as BackgroundCommand
 from .supervisor import BackgroundReport as BackgroundReport
@@ -28,10 +37,19 @@ __all__ = [
     "EnvironmentConfig",
     "ProxyInject",
     "ProxyPolicy",
+    "SubagentChild",
+    "SubagentRequest",
+    "SubagentRound",
+    "SubagentRoundResult",
+    "SubagentRunner",
+    "SubagentSpawnError",
     "Tool",
     "ToolContext",
     "ToolFactory",
     "ToolResult",
     "ToolServices",
+    "VisionOutcome",
+    "VisionResponse",
+    "VisionService",
     "WorkspaceError",
 ]

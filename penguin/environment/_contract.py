@@ -16,23 +16,52 @@ How a call ends, from the tool's side:
 
 Builtin tools implement the same contract; :class:`ToolServices` carries the shared
 machinery some of them need (the command supervisor, the subagent runner...).
+
+The subagent protocols (:class:`SubagentRunner`, :class:`SubagentChild`,
+:class:`SubagentRound`) are how run_subagent reaches a child session without
+importing the engine (DESIGN §1): the composition layer implements them
+(``penguin.agent``), the subagent supervisor drives them. :class:`VisionService`
+is how describe_image reaches the project's vision model the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
+import trio
 
-from penguin.config import ToolDefinitionConfig
-from penguin.protocol import ApproveFn, OmniMessage, Payload, StopReason
+from penguin.config import ImageSettings, ToolDefinitionConfig
+from penguin.protocol import (
+    ApproveFn,
+    CompleteModelPayload,
+    OmniMessage,
+    Payload,
+    SessionMetaPayload,
+    StopReason,
+)
 
 if TYPE_CHECKING:
-    from .supervisor import CommandSupervisor
+    from .supervisor import CommandSupervisor, SubagentSupervisor
 
-__all__ = ["Tool", "ToolContext", "ToolFactory", "ToolResult", "ToolServices"]
+__all__ = [
+    "SubagentChild",
+    "SubagentRequest",
+    "SubagentRound",
+    "SubagentRoundResult",
+    "SubagentRunner",
+    "Tool",
+    "ToolContext",
+    "ToolFactory",
+    "ToolResult",
+    "ToolServices",
+    "VisionOutcome",
+    "VisionResponse",
+    "VisionService",
+]
 
 
 def _image_tuple(images: Iterable[str]) -> tuple[str, ...]:
@@ -74,17 +103,165 @@ class Tool(Protocol):
 
 
 @attrs.frozen(kw_only=True)
+class SubagentRequest:
+    """What run_subagent asks of a runner: only the fields the model gave (spec 3.8.2).
+
+    ``None`` means "inherit": the current agent, the parent session's model, the
+    parent session's effective thinking level. ``model_id`` and ``provider`` are
+    both set or both ``None``.
+    """
+
+    agent_id: str | None = None
+    model_id: str | None = None
+    provider: str | None = None
+    thinking_level: str | None = None
+
+
+@runtime_checkable
+class SubagentRoundResult(Protocol):
+    """How one round of a child session ended (the engine's ``RunResult`` fits)."""
+
+    @property
+    def status(self) -> str:
+        """``completed``, ``aborted``, ``failed``, ``timeout``, ``auth``, ``max_turns``..."""
+        ...
+
+    @property
+    def error_message(self) -> str | None:
+        """Why the round failed, when the model side said so."""
+        ...
+
+
+@runtime_checkable
+class SubagentRound(Protocol):
+    """The messages of one round of a child session (the engine's ``RunStream`` fits).
+
+    Messages are the child's own view: its own messages carry no ``origin``. The
+    supervisor tags them on the way up. :attr:`result` is read once iteration ended.
+    """
+
+    def __aiter__(self) -> AsyncIterator[OmniMessage[Payload]]:
+        """Iterate the round's messages, in order."""
+        ...
+
+    @property
+    def result(self) -> SubagentRoundResult:
+        """How the round ended; only after the iteration ended."""
+        ...
+
+
+@runtime_checkable
+class SubagentChild(Protocol):
+    """One open child session, as the subagent supervisor drives it."""
+
+    @property
+    def session_id(self) -> str:
+        """The child's session id (``session-YYYY-MM-DD-HH-mm-ss-<8hex>``): its origin hop."""
+        ...
+
+    @property
+    def session_meta(self) -> OmniMessage[SessionMetaPayload]:
+        """The child's ``session_meta`` (``source: "subagent"``), without an origin."""
+        ...
+
+    def run(
+        self, prompt: str, *, approve: ApproveFn, interrupt: trio.Event
+    ) -> AbstractAsyncContextManager[SubagentRound]:
+        """Run one round (a Task) on the child: ``prompt`` as its user message.
+
+        ``approve`` answers the child's tool calls (the child may wrap it with its
+        own policy); ``interrupt`` ends the round gracefully.
+        """
+        ...
+
+
+@runtime_checkable
+class SubagentRunner(Protocol):
+    """Opens child sessions for run_subagent; injected by the composition layer.
+
+    The Environment never builds a session itself: an agent loop, a model and a
+    trace are layers above it. The child stays open for as long as the returned
+    context manager's block, which the subagent supervisor holds inside the
+    Environment's nursery.
+    """
+
+    def open_child(self, request: SubagentRequest) -> AbstractAsyncContextManager[SubagentChild]:
+        """Open a child session for ``request``.
+
+        Entering the context raises (best a
+        :class:`~penguin.environment.SubagentSpawnError`) when no child can be
+        opened; run_subagent shows the message to the model.
+        """
+        ...
+
+
+class VisionOutcome(Protocol):
+    """How a vision request ended (``penguin.llm.LLMOutcome`` fits)."""
+
+    @property
+    def status(self) -> StopReason:
+        """``completed``, or why not (``failed``, ``timeout``, ``auth``...)."""
+        ...
+
+    @property
+    def error_message(self) -> str | None:
+        """The model side's message when it did not complete."""
+        ...
+
+
+class VisionResponse(Protocol):
+    """A streaming answer of the vision model (``penguin.llm.LLMResponse`` fits)."""
+
+    def __aiter__(self) -> AsyncIterator[OmniMessage[Payload]]:
+        """Fragments and complete messages, in stream order; never raises for errors."""
+        ...
+
+    @property
+    def outcome(self) -> VisionOutcome:
+        """How the response ended; read it once the iteration has ended."""
+        ...
+
+
+@runtime_checkable
+class VisionService(Protocol):
+    """The vision model describe_image asks (spec 3.12, 6.4); injected, never built here.
+
+    The composition layer wraps the project's ``vision_model`` (a
+    :class:`penguin.llm.LLM`) in one, so this package needs no model client.
+    ``model_id`` is ``None`` when the project has no usable vision model: describe_image
+    then answers that none is configured and never calls :meth:`stream`.
+    """
+
+    @property
+    def model_id(self) -> str | None:
+        """The vision model's id, shown in describe_image's output; ``None``: there is none."""
+        ...
+
+    def stream(
+        self, messages: Sequence[OmniMessage[CompleteModelPayload]]
+    ) -> AbstractAsyncContextManager[VisionResponse]:
+        """Send one one-off request made of ``messages`` (no system prompt, no tools).
+
+        Leaving the block stops the request, whether or not it finished.
+        """
+        ...
+
+
+@attrs.frozen(kw_only=True)
 class ToolServices:
     """Shared machinery handed to builtin tool factories.
 
-    Each field is ``None`` when the Environment was opened without that service;
-    a tool that needs a missing one answers with its "unavailable" message.
+    Each service field is ``None`` when the Environment was opened without that
+    service; a tool that needs a missing one answers with its "unavailable" message.
+    ``images`` is a setting, not a service: it always has a value.
     """
 
     commands: CommandSupervisor | None = None
-    subagents: Any | None = None
-    subagent_runner: Any | None = None
-    vision: Any | None = None
+    subagents: SubagentSupervisor | None = None
+    subagent_runner: SubagentRunner | None = None
+    vision: VisionService | None = None
+    images: ImageSettings = attrs.field(factory=ImageSettings)
+    """What read_image and describe_image do with big images (``system_config.yaml``)."""
 
 
 ToolFactory = Callable[[ToolDefinitionConfig, ToolServices], Tool]

@@ -17,6 +17,12 @@ user interrupt, then the deadline. After the tool returns, the scope that fired 
 read once and the outcome is frozen (``_closeout.classify``) before any archive I/O,
 so a late interrupt cannot change a finished call's result.
 
+Background work lives in the Environment's nursery under two supervisors: command
+sessions (``CommandSupervisor``) and subagent sessions (``SubagentSupervisor``, which
+reaches child sessions only through the injected ``ToolServices.subagent_runner``).
+Both report through one channel (:attr:`Environment.background_reports`); leaving the
+block disposes the subagents first, then the commands.
+
 What this module does not do: decide the text of the final output (``_closeout``),
 hold archived bytes (``_archive``), or know any tool's behaviour (``tools/``).
 """
@@ -52,10 +58,12 @@ from ._closeout import CallOutput, Outcome, classify
 from ._contract import Tool, ToolContext, ToolResult, ToolServices
 from ._errors import EnvironmentClosedError, WorkspaceError
 from .supervisor import (
+    DEFAULT_SPAWN_LIMIT,
     BackgroundCommand,
     BackgroundReport,
     CommandSupervisor,
     ProxyPolicy,
+    SubagentSupervisor,
     resolve_shell,
 )
 from .tools.registry import BUILTIN_TOOLS
@@ -105,7 +113,13 @@ class EnvironmentConfig:
     hardened ones). ``proxy_policy`` is ``None`` (pass the host's proxy variables
     through), ``"strip"``, a :class:`~penguin.environment.ProxyInject`, or a
     callable returning one of those, re-read at every spawn. ``custom_tools`` join
-    after the builtins.
+    after the builtins. ``services`` hands the builtin tools what the layers above
+    provide (``ToolServices(vision=..., images=...)``: describe_image's vision model,
+    the image settings; ``subagent_runner``: how run_subagent opens child sessions);
+    its ``commands`` and ``subagents`` are always replaced by the Environment's own
+    supervisors. ``None`` is ``ToolServices()``. ``subagent_spawn_limit`` caps how many
+    subagents this Environment's session may spawn in its lifetime (default 32, at
+    least 1; ``subagents.maxSpawned`` in ``system_config.yaml``).
     """
 
     workspace_dir: Path = attrs.field(converter=_to_path)
@@ -116,6 +130,8 @@ class EnvironmentConfig:
     vault: Mapping[str, str] = attrs.field(factory=dict, converter=_to_vault)
     custom_tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
     proxy_policy: ProxyPolicy | Callable[[], ProxyPolicy] = None
+    services: ToolServices | None = None
+    subagent_spawn_limit: int = DEFAULT_SPAWN_LIMIT
 
 
 def _raise_open_file_limit() -> None:
@@ -277,13 +293,24 @@ class Environment:
                     proxy=policy if callable(policy) else lambda: policy,
                     shell=resolve_shell(os.environ),
                 )
-                env = cls(config, nursery, ToolServices(commands=commands), _private=_OPEN_TOKEN)
+                subagents = SubagentSupervisor(
+                    nursery,
+                    post_report=commands.post_report,
+                    spawn_limit=config.subagent_spawn_limit,
+                )
+                services = attrs.evolve(
+                    config.services or ToolServices(), commands=commands, subagents=subagents
+                )
+                env = cls(config, nursery, services, _private=_OPEN_TOKEN)
                 try:
                     yield env
                 finally:
                     env._closed = True
-                    await commands.aclose()
-                    nursery.cancel_scope.cancel()
+                    try:
+                        await subagents.aclose()
+                    finally:
+                        await commands.aclose()
+                        nursery.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ inspection
 
@@ -314,7 +341,7 @@ class Environment:
 
     @property
     def background_reports(self) -> trio.MemoryReceiveChannel[BackgroundReport]:
-        """Completion reports of background commands (spec 3.13), in order.
+        """Completion reports of background commands and subagents (spec 3.13), in order.
 
         Reports wait here until read (a listener may attach late); none arrive after
         the Environment closed. ``report.text()`` is the harness message for the model.
@@ -341,6 +368,28 @@ class Environment:
     async def probe_background_command_services(self) -> None:
         """Refresh the service URLs of running commands that printed none (4.14)."""
         await self._commands.probe_services()
+
+    @property
+    def subagent_messages(self) -> trio.MemoryReceiveChannel[om.OmniMessage[om.Payload]]:
+        """The live tap of background subagents (spec 3.8.7): their messages, origin-tagged.
+
+        A subagent launched with ``run_in_background`` has no tool call to stream
+        through, so its messages come here as they happen, for the host to show. The
+        channel holds at most 4096; when full the oldest are dropped, so a host that
+        never reads costs nothing (each child's own trace keeps everything). These
+        messages are never part of this session's trace.
+        """
+        return self._subagents.tap.receive
+
+    def has_running_background_subagents(self) -> bool:
+        """Whether a registered subagent is in the middle of a round (4.13)."""
+        return self._subagents.has_running_background()
+
+    @property
+    def _subagents(self) -> SubagentSupervisor:
+        subagents = self._services.subagents
+        assert subagents is not None
+        return subagents
 
     @property
     def _commands(self) -> CommandSupervisor:

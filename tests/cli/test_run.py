@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -148,7 +149,9 @@ async def test_run_exits_4_on_auth_without_retrying(tmp_path: Path) -> None:
 async def test_run_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
     done = await penguin("run", "-m", "hi", "--root", str(tmp_path / "root"), cwd=tmp_path)
     assert done.returncode == 1
+    assert b"Traceback" not in done.stderr
     assert b"penguin config model add --provider P --model-id M" in done.stderr
+    assert not list((tmp_path / "root").rglob("tmp-*"))  # no workspace made for nothing
 
 
 async def test_run_rejects_an_invalid_approval_mode(tmp_path: Path) -> None:
@@ -193,3 +196,40 @@ async def test_demo_with_always_ask_asks_for_every_call(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     assert out.count("? Approve this tool call? [Y/n] ") == 4
     assert out.count("✓ [approved]") == 4
+
+
+async def test_ctrl_c_at_a_prompt_denies_that_call_and_the_task_goes_on(tmp_path: Path) -> None:
+    process = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-m",
+            "penguin",
+            "demo",
+            "--approve",
+            "always-ask",
+            "--root",
+            str(tmp_path / "root"),
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stdin is not None
+    seen = b""
+    with trio.fail_after(60):
+        while b"[Y/n] " not in seen:
+            seen += await process.stdout.receive_some()
+        process.send_signal(signal.SIGINT)  # answers this prompt "no"
+        while b"[denied]" not in seen:
+            seen += await process.stdout.receive_some()
+        await process.stdin.aclose()  # every later prompt: end of input, denied
+        async for chunk in process.stdout:
+            seen += chunk
+        code = await process.wait()
+    out = seen.decode()
+    assert code == 0
+    assert "× [denied]" in out
+    assert "Tool call denied by user." in out
+    assert "[interrupted]" not in out

@@ -76,7 +76,7 @@ async def test_list_shows_the_tools(tmp_path: Path) -> None:
 async def test_missing_workspace_is_a_clear_error(tmp_path: Path) -> None:
     done = await penguin("tool", "read_file", "{}", "--workspace", "nowhere", cwd=tmp_path)
     assert done.returncode == 1
-    assert b"workspace 'nowhere' does not exist" in done.stderr
+    assert done.stderr == b"penguin tool: workspace 'nowhere' does not exist\n"
     assert done.stdout == b""
 
 

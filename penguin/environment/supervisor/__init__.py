@@ -1,15 +1,17 @@
 """The command supervisor: what keeps background work alive, bounded and killable.
 
-This package owns the capped registries of command sessions (spec §4.1, cap 64) and,
-later, of subagent sessions (§4.2, cap 8); the capped unread buffers their output waits
+This package owns the capped registries of command sessions (spec §4.1, cap 64) and
+of subagent sessions (§4.2, cap 8); the capped unread buffers their output waits
 in (§4.4); the child environment and shell of every command (§4.7, §4.9, §4.10); the
 service-URL detection of long-running commands (§4.14); and process lifetime — a command
 runs in its own process group and never outlives the Environment that started it.
 
 The pure parts (``_buffer``, ``_registry``, ``_environ``, URL scanning in
 ``_service_url``) are sans-IO; ``_process`` starts and ends process trees and
-``_commands`` is the Trio shell that ties them together. This facade serves the
-Environment and the command tools; users reach it through ``Environment``.
+``_commands`` is the Trio shell that ties them together; ``_subagents`` is the same
+shape for child sessions, which it reaches only through the injected runner. This
+facade serves the Environment and the command and subagent tools; users reach it
+through ``Environment``.
 """
 
 from __future__ import annotations
@@ -27,19 +29,39 @@ from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import resolve_shell as resolve_shell
 from ._process import OWNER_VARIABLE as OWNER_VARIABLE
+from ._subagents import DEFAULT_SPAWN_LIMIT as DEFAULT_SPAWN_LIMIT
+from ._subagents import MESSAGE_BUFFER_CAP as MESSAGE_BUFFER_CAP
+from ._subagents import SUBAGENT_CAP as SUBAGENT_CAP
+from ._subagents import MessageTap as MessageTap
+from ._subagents import RoundExit as RoundExit
+from ._subagents import SubagentSession as SubagentSession
+from ._subagents import SubagentStartError as SubagentStartError
+from ._subagents import SubagentSupervisor as SubagentSupervisor
+from ._subagents import SubagentSupervisorClosedError as SubagentSupervisorClosedError
+from ._subagents import round_exit as round_exit
 
 __all__ = [
     "COMMAND_CAP",
+    "DEFAULT_SPAWN_LIMIT",
+    "MESSAGE_BUFFER_CAP",
     "OWNER_VARIABLE",
+    "SUBAGENT_CAP",
     "BackgroundCommand",
     "BackgroundReport",
     "CommandSession",
     "CommandSupervisor",
     "ExitStatus",
+    "MessageTap",
     "ProxyInject",
     "ProxyPolicy",
+    "RoundExit",
     "SpawnError",
+    "SubagentSession",
+    "SubagentStartError",
+    "SubagentSupervisor",
+    "SubagentSupervisorClosedError",
     "SupervisorClosedError",
     "report_label",
     "resolve_shell",
+    "round_exit",
 ]

@@ -581,6 +581,17 @@ class CommandSupervisor:
         """No report for this session (kill_command, 3.4.2)."""
         session.report_label = None
 
+    def post_report(self, report: BackgroundReport) -> None:
+        """Queue another background task's report (a subagent's) on :attr:`reports`.
+
+        The Environment has one reports channel for every kind of background work;
+        the subagent supervisor sends through here. Dropped once this supervisor is
+        closed (1.13: no report after dispose).
+        """
+        if not self._closed:
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                self._reports_send.send_nowait(report)
+
     async def _on_exit(self, session: CommandSession) -> None:
         # The report is owed from the moment the foreground process ended (3.13.1):
         # taking the label now means no later removal of the session can lose it.

@@ -10,11 +10,16 @@ from __future__ import annotations
 from typing import Final
 
 from .._contract import ToolFactory
+from .describe_image import DescribeImageTool
 from .edit_file import EditFileTool
 from .exec_command import ExecCommandTool
 from .input_command import InputCommandTool
+from .input_subagent import InputSubagentTool
 from .kill_command import KillCommandTool
+from .kill_subagent import KillSubagentTool
 from .read_file import ReadFileTool
+from .read_image import ReadImageTool
+from .run_subagent import RunSubagentTool
 from .write_file import WriteFileTool
 
 __all__ = ["BUILTIN_TOOLS"]
@@ -26,4 +31,9 @@ BUILTIN_TOOLS: Final[dict[str, ToolFactory]] = {
     "exec_command": ExecCommandTool,
     "input_command": InputCommandTool,
     "kill_command": KillCommandTool,
+    "run_subagent": RunSubagentTool,
+    "input_subagent": InputSubagentTool,
+    "kill_subagent": KillSubagentTool,
+    "read_image": ReadImageTool,
+    "describe_image": DescribeImageTool,
 }

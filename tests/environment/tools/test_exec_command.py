@@ -18,12 +18,13 @@ import trio
 
 import penguin
 from penguin import protocol as om
-from penguin.environment import ToolContext, ToolResult, ToolServices
+from penguin.environment import ToolResult, ToolServices
 from penguin.environment.supervisor import ProxyInject
 from penguin.environment.tools.exec_command import ExecCommandTool
 from penguin.environment.tools.input_command import InputCommandTool
 from penguin.environment.tools.kill_command import KillCommandTool
 
+from ..bare import run_bare
 from ..processes import (
     alive,
     call,
@@ -76,25 +77,8 @@ async def test_3_2_1_no_command_manager(
     name: str, factory: Any, args: dict[str, Any], workspace: Path
 ) -> None:
     text = f"[{name} unavailable: no command session manager configured]"
-    entry = tool_definition(name)
-    tool = factory(entry, ToolServices())
-    emitted: list[str] = []
-
-    async def emit(chunk: str) -> None:
-        emitted.append(chunk)
-
-    async def forward(message: om.OmniMessage[om.Payload]) -> None:
-        raise AssertionError(message)
-
-    ctx = ToolContext(
-        workspace_dir=workspace,
-        tool_call_id="call_1",
-        definition=entry,
-        approve=None,
-        emit=emit,
-        forward=forward,
-    )
-    result = await tool.execute(args, ctx)
+    tool = factory(tool_definition(name), ToolServices())
+    result, emitted = await run_bare(tool, args, workspace)
     assert emitted == [text]
     assert result == ToolResult(stop_reason="failed")
 
