@@ -69,7 +69,9 @@ class Renderer:
         self._color = color
         self._at_line_start = True
         self._thinking_open = False
-        self._shown_calls: set[str] = set()
+        self._shown_calls: set[tuple[tuple[str, ...], str]] = set()
+        self._held: list[str] | None = None
+        """Output that arrived while a prompt waits, shown after its answer."""
 
     # ------------------------------------------------------------------ output helpers
 
@@ -77,10 +79,14 @@ class Renderer:
         return f"\x1b[{code}m{text}\x1b[0m" if self._color else text
 
     def _write(self, text: str) -> None:
-        if text:
-            self.out.write(text)
-            self._at_line_start = text.endswith("\n")
-            self.out.flush()
+        if not text:
+            return
+        self._at_line_start = text.endswith("\n")
+        if self._held is not None:
+            self._held.append(text)
+            return
+        self.out.write(text)
+        self.out.flush()
 
     def line(self, text: str, code: str = "") -> None:
         """One whole line, starting on a fresh line."""
@@ -89,20 +95,43 @@ class Renderer:
         self._write((self._paint(text, code) if code else text) + "\n")
 
     def prompt(self, text: str) -> None:
-        """A question on a line of its own, the cursor left after it."""
+        """A question on a line of its own, the cursor left after it.
+
+        Until :meth:`answered`, whatever else is rendered (a subagent keeps working while
+        its parent's prompt waits) is held back, so the question stays where the
+        person types.
+        """
         if not self._at_line_start:
             self._write("\n")
         self._write(text)
+        self._held = []
+        self._at_line_start = True  # held output starts on the line after the answer
 
-    def answered(self, line: str) -> None:
-        """The person answered (their Enter ended the line; end of input did not)."""
-        self._at_line_start = line.endswith("\n")
-        if not line:
+    def answered(self, line: str | None, *, echo: bool) -> None:
+        """The prompt was answered with ``line`` (``None``: end of input, or Ctrl-C).
+
+        On a terminal the person's own Enter ended the line; with ``echo`` (input that
+        is not a terminal) the answer is written out, so a log shows what was answered.
+        """
+        held, self._held = self._held or [], None
+        if echo and line:
+            self._write(line.rstrip("\r\n") + "\n")
+        elif line is None or not line.endswith("\n"):
             self._write("\n")
+        self._at_line_start = True
+        self._write("".join(held))
 
-    def verdict(self, verdict: om.ApprovalVerdict) -> None:
-        """The label of an approval decision."""
-        self.line(f"  {_LABELS[verdict]}", "32" if verdict == "allow" else "31")
+    def verdict(self, verdict: om.ApprovalVerdict, origin: tuple[str, ...] = ()) -> None:
+        """The label of an approval decision (indented for a subagent's call)."""
+        prefix = "  │ " * len(origin)
+        self.line(f"{prefix}  {_LABELS[verdict]}", "32" if verdict == "allow" else "31")
+
+    def _call_line(self, origin: tuple[str, ...], call: om.ToolCallPayload) -> None:
+        """A call's ``●`` line, once: an approval prompt may show it before the stream."""
+        key = (origin, call.tool_call_id)
+        if key not in self._shown_calls:
+            self._shown_calls.add(key)
+            self.line(f"{'  │ ' * len(origin)}● {call_summary(call)}", "36")
 
     # ------------------------------------------------------------------ messages
 
@@ -122,11 +151,7 @@ class Renderer:
                 elif event == "start" and not self.verbose:
                     self.line("· thinking…", "2")
             case om.ToolCallPayload() if payload.stop_reason in (None, "completed"):
-                # An approval prompt may have shown it already (it can run ahead of
-                # the stream); each call gets one line.
-                if payload.tool_call_id not in self._shown_calls:
-                    self._shown_calls.add(payload.tool_call_id)
-                    self.line(f"● {call_summary(payload)}", "36")
+                self._call_line((), payload)
             case om.ToolCallOutputPayload():
                 self._show_output(payload)
             case om.PartialToolCallOutputPayload(event_type="delta", output=text) if self.verbose:
@@ -170,7 +195,7 @@ class Renderer:
         payload = message.payload
         prefix = "  │ " * len(message.origin or ())
         if isinstance(payload, om.ToolCallPayload):
-            self.line(f"{prefix}● {call_summary(payload)}", "36")
+            self._call_line(message.origin or (), payload)
         elif isinstance(payload, om.ToolCallOutputPayload):
             first = payload.output.strip("\n").split("\n")[0]
             self.line(f"{prefix}  ⎿ {payload.stop_reason or 'completed'}: {_shorten(first, 70)}")

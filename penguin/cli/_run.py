@@ -166,14 +166,15 @@ async def run_task(
 ) -> int:
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
     renderer = Renderer(out or sys.stdout, verbose=verbose)
-    asked: set[str] = set()
+    echo = not _stdin_is_a_terminal()
+    asked: set[tuple[tuple[str, ...], str]] = set()
 
     async def ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
-        asked.add(call.payload.tool_call_id)
+        asked.add((call.origin or (), call.payload.tool_call_id))
         renderer.show(call)  # once: the stream may not have shown it yet
         renderer.prompt(PROMPT)
         line = await controls.read_line()
-        renderer.answered(line or "")
+        renderer.answered(line, echo=echo)
         return parse_prompt_answer(line)
 
     approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
@@ -182,12 +183,13 @@ async def run_task(
     ) as stream:
         async for item in stream:
             payload = item.payload
-            if isinstance(payload, om.ApprovalDecisionPayload) and not item.origin:
+            if isinstance(payload, om.ApprovalDecisionPayload):
                 verdict: om.ApprovalVerdict = (
                     "forbidden" if payload.policy_rule else payload.decision
                 )
-                if payload.tool_call_id in asked or verdict != "allow":
-                    renderer.verdict(verdict)
+                origin = item.origin or ()
+                if (origin, payload.tool_call_id) in asked or verdict != "allow":
+                    renderer.verdict(verdict, origin)
                 continue
             renderer.show(item)
         result = stream.result
@@ -197,3 +199,10 @@ async def run_task(
     if result.status != "completed" and result.error_message:
         print(f"penguin: {result.status}: {result.error_message}", file=sys.stderr)
     return EXIT_CODES[result.status]
+
+
+def _stdin_is_a_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except ValueError:  # closed
+        return False

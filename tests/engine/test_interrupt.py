@@ -51,6 +51,9 @@ async def test_carry_over_case_a(tmp_path: Path, autojump_clock: trio.testing.Mo
                 finished = any(kind(m) == "tool_call_output" for m in seen)
                 committed = any(kind(m) == "request_end:completed" for m in seen)
                 if finished and committed:
+                    # Approvals come one at a time: "stuck" may not be running yet.
+                    while "stuck" not in h.probe.started:  # noqa: ASYNC110 - no event to wait on
+                        await trio.sleep(0.001)
                     interrupt.set()
         assert s.result.status == "aborted"
         assert kind(seen[-1]) == "abort"

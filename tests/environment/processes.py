@@ -176,6 +176,21 @@ async def launch(env: penguin.Environment, cmd: str, **args: Any) -> tuple[str, 
     return process_id, out.output.removesuffix(note).removesuffix("\n")
 
 
+async def first_line(env: penguin.Environment, process_id: str, first: str) -> str:
+    """The first line a background command prints, polling past its first window.
+
+    ``first`` is what :func:`launch` returned; on a loaded machine the line may not be
+    complete yet (a slow interpreter start, or ``PYTHONUNBUFFERED`` splitting a print).
+    """
+    text = first
+    with trio.fail_after(30):
+        while "\n" not in text:
+            out = await input_command(env, process_id, yield_time_ms=250)
+            assert out.stop_reason == "completed", out.output
+            text += out.output.removesuffix(still_running_note(process_id)).removesuffix("\n")
+    return text.partition("\n")[0]
+
+
 async def start_in_background(env: penguin.Environment, cmd: str, **args: Any) -> str:
     """Start ``cmd`` so that it is registered after a 250 ms window; its process_id."""
     process_id, _ = await launch(env, cmd, **args)

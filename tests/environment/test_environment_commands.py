@@ -17,6 +17,7 @@ from .processes import (
     alive,
     env_processes,
     exec_command,
+    first_line,
     has_exited,
     launch,
     process_id_in,
@@ -159,8 +160,9 @@ async def test_4_13_probe_finds_a_listening_port(env: penguin.Environment) -> No
         "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
         'print(s.getsockname()[1], flush=True); time.sleep(1000)"',
     )
+    port = int(await first_line(env, process_id, first))
     await env.probe_background_command_services()
-    assert registered(env)[process_id].service_url == f"http://localhost:{int(first)}"
+    assert registered(env)[process_id].service_url == f"http://localhost:{port}"
 
 
 async def test_4_12_closing_the_environment_ends_every_process(workspace: Path) -> None:

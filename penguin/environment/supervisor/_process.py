@@ -22,7 +22,8 @@ How a tree is ended, and why in this order:
    reparented), its group, and every live process carrying this session's marker.
 2. SIGTERM to the group — only while the root is unreaped: until then its pid, which is
    the group id, cannot be reused, so ``killpg`` cannot reach a stranger's group — and
-   to each process found in 1, individually.
+   to each other process found in 1, individually (each process gets one SIGTERM:
+   some programs read a second one as "force quit now").
 3. Wait up to the grace period for the root to be reaped and everything signalled to
    be gone, then read the table again: anything new (forked during the grace period,
    or an escapee the first read missed) gets SIGTERM too and is waited for.
@@ -565,6 +566,11 @@ class _Ending:
             found.setdefault(entry.identity, entry)
         return list(found.values())
 
+    def already_signalled(self, entries: Iterable[ProcessEntry]) -> None:
+        """Count ``entries`` as sent SIGTERM (through their group) without sending it again."""
+        for entry in entries:
+            self.signalled.setdefault(entry.identity, entry)
+
     def terminate(self, table: ProcessTable) -> bool:
         """SIGTERM whatever of ours is new in ``table`` and wait for everything left.
 
@@ -637,6 +643,9 @@ async def end_process_tree(
         table = await read()
     if not exited.is_set():
         signal_group(spawned.pgid, signal.SIGTERM)
+        # The group's members got their SIGTERM just now: a second one would look
+        # like an impatient user to programs that force-quit on a repeated signal.
+        ending.already_signalled(table.group(spawned.pgid))
     ending.terminate(table)
 
     deadline = trio.current_time() + grace

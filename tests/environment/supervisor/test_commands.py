@@ -65,6 +65,19 @@ async def start(commands: CommandSupervisor, cmd: str, cwd: Path) -> CommandSess
     return session
 
 
+async def next_line(session: CommandSession) -> str:
+    """What the command prints up to a newline, however many reads it arrives in.
+
+    (With ``PYTHONUNBUFFERED`` set, as on CI, ``print`` writes each piece separately.)
+    """
+    text = ""
+    with trio.fail_after(5):
+        while not text.endswith("\n"):
+            await wait_until(lambda: bool(session.buffer))
+            text += session.buffer.drain()
+    return text
+
+
 def listed(commands: CommandSupervisor) -> list[str]:
     return [c.process_id for c in commands.list()]
 
@@ -104,6 +117,8 @@ async def test_4_1_evicts_exited_then_lru_running(
 
     supervisor.write(d, "")  # a stdin write refreshes d
     supervisor.interrupt(e)  # so does Ctrl-C (sleep dies of it)
+    with trio.fail_after(5):
+        await e.exited.wait()  # eviction must see e exited, not merely interrupted
     f = await start(supervisor, "sleep 1000", workspace)  # e exited: it goes first
     assert listed(supervisor) == [a.process_id, d.process_id, f.process_id]
     g = await start(supervisor, "sleep 1000", workspace)  # a was used least recently
@@ -318,8 +333,7 @@ async def test_4_14_printed_url_and_listen_port_probe(
 
     await wait_until(lambda: urls()[printed.process_id] is not None)
     assert urls()[printed.process_id] == "http://localhost:8123/app"
-    await wait_until(lambda: bool(listener.buffer))
-    port = int(listener.buffer.drain().split()[1])
+    port = int((await next_line(listener)).split()[1])
 
     await supervisor.probe_services()
     assert urls() == {
@@ -360,15 +374,13 @@ async def test_4_14_probe_at_most_every_five_seconds_and_an_empty_result_clears(
         commands = new_supervisor(nursery)
         try:
             session = await start(commands, LISTEN_UNTIL_A_LINE, workspace)
-            await wait_until(lambda: bool(session.buffer))
-            port = int(session.buffer.drain().split()[1])
+            port = int((await next_line(session)).split()[1])
             await commands.probe_services()
             [listed_once] = commands.list()
             assert listed_once.service_url == f"http://localhost:{port}"
 
             commands.write(session, "\n")  # the port closes
-            await wait_until(lambda: bool(session.buffer))
-            assert session.buffer.drain() == "closed\n"
+            assert await next_line(session) == "closed\n"
             await commands.probe_services()  # too soon: the old value stays
             [listed_twice] = commands.list()
             assert listed_twice.service_url == f"http://localhost:{port}"

@@ -111,7 +111,8 @@ async def test_3_3_3_ctrl_c_sends_sigint_to_group(env: penguin.Environment) -> N
 
 
 async def test_3_3_3_ignored_sigint_keeps_the_command_running(env: penguin.Environment) -> None:
-    process_id = await start_in_background(env, "trap '' INT; sleep 1000")
+    process_id = await start_in_background(env, "trap '' INT; : > armed; sleep 1000")
+    await wait_until((env.workspace_dir / "armed").exists)  # a SIGINT before the trap kills
     out = await input_command(env, process_id, "\u0003")
     assert (out.output, out.stop_reason) == (still_running_note(process_id), "completed")
     assert registered(env)[process_id].running

@@ -124,9 +124,10 @@ async def test_4_11_kill_is_term_then_kill_after_grace(env: penguin.Environment)
     signals = env.workspace_dir / "signals"
     # Records the SIGTERM, then ignores it: only the SIGKILL a second later ends it.
     stubborn = await start_in_background(
-        env, "trap 'echo TERM >> signals' TERM; while :; do sleep 0.02; done"
+        env, "trap 'echo TERM >> signals' TERM; : > armed; while :; do sleep 0.02; done"
     )
     plain = await start_in_background(env, "sleep 1000")
+    await wait_until((env.workspace_dir / "armed").exists)  # a TERM before the trap kills
 
     out = await kill_command(env, plain)
     assert out.output == killed_note(plain)
