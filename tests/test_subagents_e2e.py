@@ -793,6 +793,71 @@ async def test_penguin_run_approves_a_child_call_through_the_parent_prompt(
     assert [(d.decision, d.tool_call_id) for d in decisions] == [("allow", "child_1")]
 
 
+async def test_penguin_run_asks_one_question_at_a_time_when_parent_and_child_both_ask(
+    tmp_path: Path,
+) -> None:
+    # The parent's turn holds run_subagent and a write_file of its own, and the child
+    # writes too: three questions, each on its own line with its answer.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def handler(request: t.ReceivedRequest) -> t.Reply:
+        body = request.json()
+        answered = any(m["role"] == "tool" for m in body["messages"])
+        if first_user_text(body).startswith("Caller agent:"):
+            if not answered:
+                args: dict[str, object] = {
+                    "description": "Child",
+                    "file_path": "child.txt",
+                    "content": "c\n",
+                }
+                return tool_call_reply("child_1", "write_file", args)
+            return t.sse_reply([t.content_chunk("Child done."), t.finish_chunk()])
+        if not answered:
+            delegate = {"description": "Delegate", "prompt": "Caller agent: x\nWrite child.txt."}
+            own = {"description": "Parent", "file_path": "parent.txt", "content": "p\n"}
+            return t.sse_reply(
+                [
+                    t.tool_call_chunk(
+                        0, id="parent_1", name="run_subagent", arguments=json.dumps(delegate)
+                    ),
+                    t.tool_call_chunk(
+                        1, id="parent_2", name="write_file", arguments=json.dumps(own)
+                    ),
+                    t.finish_chunk("tool_calls"),
+                ]
+            )
+        return t.sse_reply([t.content_chunk("All done."), t.finish_chunk()])
+
+    root = tmp_path / "root"
+    async with t.serve_openai_compatible(handler) as server:
+        paths = cfg.AgentPaths(root)
+        entry = cfg.ModelEntry(provider="local", model_id="m", base_url=server.base_url)
+        project = cfg.add_model(
+            cfg.load_project_config(paths.project_config), entry, set_default=True
+        )
+        cfg.save_project_config(paths.project_config, project)
+        done = await trio.run_process(
+            [
+                *(sys.executable, "-m", "penguin", "run", "-m", "Go."),
+                *("--workspace", str(workspace), "--approve", "always-ask", "--root", str(root)),
+            ],
+            cwd=tmp_path,
+            stdin=b"y\ny\ny\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert (workspace / "child.txt").read_text() == "c\n"
+    assert (workspace / "parent.txt").read_text() == "p\n"
+    prompts = [line for line in out.splitlines() if line.startswith("? Approve")]
+    assert prompts == ["? Approve this tool call? [Y/n] y"] * 3, out
+    assert out.count("✓ [approved]") == 3
+
+
 # --------------------------------------------------------------------------- configuration
 
 

@@ -39,7 +39,14 @@ from penguin.environment import WorkspaceError
 from ._render import Renderer
 from ._signals import Controls
 
-__all__ = ["EXIT_CODES", "add_agent_options", "register", "run_task", "under_controls"]
+__all__ = [
+    "EXIT_CODES",
+    "PromptAsker",
+    "add_agent_options",
+    "register",
+    "run_task",
+    "under_controls",
+]
 
 EXIT_CODES: Final = {
     "completed": 0,
@@ -155,6 +162,42 @@ async def under_controls(main: Callable[[Controls], Awaitable[int]]) -> int:
     return codes[0] if codes else EXIT_CODES["aborted"]
 
 
+class PromptAsker:
+    """The ``ask`` callback of the approval modes: a question on the terminal per call.
+
+    One question at a time: the engine asks about one call at a time, but a subagent's
+    calls are asked about from the parent's run_subagent window, which runs beside the
+    engine, so two questions can be due at once; the second waits for the first answer.
+    """
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        read_line: Callable[[], Awaitable[str | None]],
+        *,
+        echo: bool,
+    ) -> None:
+        self._renderer = renderer
+        self._read_line = read_line
+        self._echo = echo
+        self._one_at_a_time = trio.Lock()
+        self._asked: set[tuple[tuple[str, ...], str]] = set()
+
+    async def __call__(self, call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        """Show the call, ask, and read the answer (``None``: end of input or Ctrl-C)."""
+        async with self._one_at_a_time:
+            self._asked.add((call.origin or (), call.payload.tool_call_id))
+            self._renderer.show(call)  # once: the stream may not have shown it yet
+            self._renderer.prompt(PROMPT)
+            line = await self._read_line()
+            self._renderer.answered(line, echo=self._echo)
+        return parse_prompt_answer(line)
+
+    def asked_about(self, origin: tuple[str, ...], tool_call_id: str) -> bool:
+        """Whether the call ``tool_call_id`` of the session ``origin`` names was asked about."""
+        return (origin, tool_call_id) in self._asked
+
+
 async def run_task(
     session: Session,
     message: str,
@@ -166,17 +209,7 @@ async def run_task(
 ) -> int:
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
     renderer = Renderer(out or sys.stdout, verbose=verbose)
-    echo = not _stdin_is_a_terminal()
-    asked: set[tuple[tuple[str, ...], str]] = set()
-
-    async def ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
-        asked.add((call.origin or (), call.payload.tool_call_id))
-        renderer.show(call)  # once: the stream may not have shown it yet
-        renderer.prompt(PROMPT)
-        line = await controls.read_line()
-        renderer.answered(line, echo=echo)
-        return parse_prompt_answer(line)
-
+    ask = PromptAsker(renderer, controls.read_line, echo=not _stdin_is_a_terminal())
     approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
     async with session.run(
         [om.user_text(message)], approve=approve, interrupt=controls.interrupt
@@ -188,7 +221,7 @@ async def run_task(
                     "forbidden" if payload.policy_rule else payload.decision
                 )
                 origin = item.origin or ()
-                if (origin, payload.tool_call_id) in asked or verdict != "allow":
+                if ask.asked_about(origin, payload.tool_call_id) or verdict != "allow":
                     renderer.verdict(verdict, origin)
                 continue
             renderer.show(item)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import io
 
+import trio
+import trio.testing
+
 from penguin import protocol as om
+from penguin.approval import PROMPT
 from penguin.cli._render import Renderer, call_summary
+from penguin.cli._run import PromptAsker
 
 CHILD = "session-2026-11-30-00-00-00-0000c41d"
 
@@ -80,4 +85,37 @@ def test_text_then_a_call_starts_a_fresh_line() -> None:
         "Creating it.\n"
         "● write_file: Write it (report.txt)\n"
         '  ⎿ completed: Created "report.txt". (+1 lines)\n'
+    )
+
+
+async def test_two_questions_due_at_once_are_asked_one_after_the_other() -> None:
+    view, out = renderer()
+    send, receive = trio.open_memory_channel[str](0)
+
+    async def read_line() -> str | None:
+        return await receive.receive()
+
+    ask = PromptAsker(view, read_line, echo=True)
+    verdicts: dict[str, str] = {}
+
+    async def asks(call: om.OmniMessage[om.ToolCallPayload]) -> None:
+        verdicts[call.payload.tool_call_id] = await ask(call)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(asks, write_call("parent"))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(asks, om.with_origin(write_call("child"), CHILD))
+        await trio.testing.wait_all_tasks_blocked()
+        assert out.getvalue().count(PROMPT) == 1  # the child's question waits its turn
+        await send.send("n\n")
+        await trio.testing.wait_all_tasks_blocked()
+        assert out.getvalue().count(PROMPT) == 2
+        await send.send("y\n")
+    assert verdicts == {"parent": "deny", "child": "allow"}
+    assert ask.asked_about((), "parent")
+    assert ask.asked_about((CHILD,), "child")
+    assert not ask.asked_about((), "child")
+    assert out.getvalue() == (
+        f"● write_file: Write it (report.txt)\n{PROMPT}n\n"
+        f"  │ ● write_file: Write it (report.txt)\n{PROMPT}y\n"
     )

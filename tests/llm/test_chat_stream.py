@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http
 import itertools
 import json
 from typing import Any
@@ -224,7 +225,9 @@ def test_http_error_messages() -> None:
         http_error_message(429, "Too Many Requests", body) == "429 Too Many Requests: rate limited"
     )
     assert http_error_message(401, "", b'{"error": "bad key"}') == "401 Unauthorized: bad key"
-    assert http_error_message(422, "", b'{"detail": "no"}') == "422 Unprocessable Entity: no"
+    # The standard phrase, as this Python names it (3.13 says "Unprocessable Content").
+    phrase = http.HTTPStatus(422).phrase
+    assert http_error_message(422, "", b'{"detail": "no"}') == f"422 {phrase}: no"
     assert http_error_message(500, "Internal Server Error", b"") == "500 Internal Server Error"
     assert http_error_message(502, "Bad Gateway", b"<html>\n oops </html>") == (
         "502 Bad Gateway: <html> oops </html>"
