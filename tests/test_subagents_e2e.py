@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -708,6 +709,28 @@ def tool_call_reply(call_id: str, name: str, arguments: dict[str, object]) -> t.
     )
 
 
+async def penguin_run(
+    root: Path, workspace: Path, base_url: str, message: str, answers: bytes
+) -> subprocess.CompletedProcess[bytes]:
+    """``penguin run --approve always-ask`` with the model at ``base_url`` as the default."""
+    paths = cfg.AgentPaths(root)
+    entry = cfg.ModelEntry(provider="local", model_id="m", base_url=base_url, api_key="sk")
+    project = cfg.add_model(cfg.load_project_config(paths.project_config), entry, set_default=True)
+    cfg.save_project_config(paths.project_config, project)
+    return await trio.run_process(
+        [
+            *(sys.executable, "-m", "penguin", "run", "-m", message, "--root", str(root)),
+            *("--workspace", str(workspace), "--approve", "always-ask"),
+        ],
+        cwd=root.parent,
+        stdin=answers,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
 async def test_penguin_run_approves_a_child_call_through_the_parent_prompt(
     tmp_path: Path,
 ) -> None:
@@ -734,35 +757,8 @@ async def test_penguin_run_approves_a_child_call_through_the_parent_prompt(
 
     root = tmp_path / "root"
     async with t.serve_openai_compatible(handler) as server:
-        paths = cfg.AgentPaths(root)
-        entry = cfg.ModelEntry(
-            provider="local", model_id="m", base_url=server.base_url, api_key="sk"
-        )
-        project = cfg.add_model(
-            cfg.load_project_config(paths.project_config), entry, set_default=True
-        )
-        cfg.save_project_config(paths.project_config, project)
-        done = await trio.run_process(
-            [
-                sys.executable,
-                "-m",
-                "penguin",
-                "run",
-                "-m",
-                "Get report.txt written by a subagent.",
-                "--workspace",
-                str(workspace),
-                "--approve",
-                "always-ask",
-                "--root",
-                str(root),
-            ],
-            cwd=tmp_path,
-            stdin=b"y\ny\n",
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env={**os.environ, "NO_COLOR": "1"},
+        done = await penguin_run(
+            root, workspace, server.base_url, "Get report.txt written by a subagent.", b"y\ny\n"
         )
         children = [r for r in server.requests if first_user_text(r.json()).startswith("Caller")]
     out = done.stdout.decode()
@@ -829,26 +825,8 @@ async def test_penguin_run_asks_one_question_at_a_time_when_parent_and_child_bot
             )
         return t.sse_reply([t.content_chunk("All done."), t.finish_chunk()])
 
-    root = tmp_path / "root"
     async with t.serve_openai_compatible(handler) as server:
-        paths = cfg.AgentPaths(root)
-        entry = cfg.ModelEntry(provider="local", model_id="m", base_url=server.base_url)
-        project = cfg.add_model(
-            cfg.load_project_config(paths.project_config), entry, set_default=True
-        )
-        cfg.save_project_config(paths.project_config, project)
-        done = await trio.run_process(
-            [
-                *(sys.executable, "-m", "penguin", "run", "-m", "Go."),
-                *("--workspace", str(workspace), "--approve", "always-ask", "--root", str(root)),
-            ],
-            cwd=tmp_path,
-            stdin=b"y\ny\ny\n",
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
+        done = await penguin_run(tmp_path / "root", workspace, server.base_url, "Go.", b"y\ny\ny\n")
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     assert (workspace / "child.txt").read_text() == "c\n"
