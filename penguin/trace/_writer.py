@@ -348,7 +348,10 @@ class TraceWriter:
         try:
             fd = os.open(path, _APPEND_FLAGS, FILE_MODE)
             try:
-                write_record(functools.partial(os.write, fd), record, progress, path)
+                # The usual case, kept cheap: the one write takes the whole record.
+                progress.written = written = os.write(fd, record)
+                if written < len(record):
+                    write_record(functools.partial(os.write, fd), record, progress, path)
             finally:
                 os.close(fd)
         except BaseException:
