@@ -27,12 +27,15 @@ and its group is ended right away (3.2.9).
 
 from __future__ import annotations
 
+import array
 import atexit
 import codecs
 import contextlib
+import fcntl
 import math
 import os
 import signal
+import termios
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -71,6 +74,10 @@ COMMAND_CAP: Final = 64
 IDLE_LIMIT: Final = 10 * 24 * 3600.0
 SWEEP_INTERVAL: Final = 3600.0
 POST_EXIT_DRAIN: Final = 0.05
+POST_EXIT_DRAIN_LIMIT: Final = 1.0
+"""How long the drain after an exit goes on while output the pump has not read yet is
+still in the pipe (a loaded machine may not schedule the pump within 50 ms; what the
+command wrote before it exited is delivered, not dropped)."""
 PUMP_CHUNK: Final = 256 * 1024
 REPORT_OUTPUT_LIMIT: Final = 4000
 PROBE_TIMEOUT: Final = 1.5
@@ -212,6 +219,7 @@ class CommandSession:
         """Set once the process tree is gone and the streams are closed."""
         self.exit_status: ExitStatus | None = None
         self.report_label: str | None = None
+        self._output_fd: int | None = None
         self.registered = False
         self.service_url: str | None = None
         self._scanner = ServiceUrlScanner()
@@ -269,6 +277,7 @@ class CommandSession:
         # shielded watcher is what still lets _end see the root exit.
         task_status.started()
         spawned = self._spawned
+        self._output_fd = spawned.output.fileno()
         try:
             async with trio.open_nursery() as helpers:
                 helpers.start_soon(self._pump, spawned.output)
@@ -344,6 +353,30 @@ class CommandSession:
             self.buffer.append(text)
             self._scanner.feed(text)
             self._changed.unpark_all()
+
+    def output_waiting(self) -> bool:
+        """Whether the pipe (or terminal) holds output the pump has not read yet."""
+        if self._output_fd is None or self.output_closed.is_set():
+            return False  # (the descriptor stays open until the pump has ended)
+        count = array.array("i", [0])
+        try:
+            fcntl.ioctl(self._output_fd, termios.FIONREAD, count, True)
+        except OSError:
+            return False
+        return count[0] > 0
+
+    async def settle_output(self) -> None:
+        """After the exit: wait until every writer closed the output, at most 50 ms (4.5).
+
+        The 50 ms bound is for children that keep the pipe open; output that is already
+        in the pipe when it passes is still waited for, up to :data:`POST_EXIT_DRAIN_LIMIT`.
+        """
+        with trio.move_on_after(POST_EXIT_DRAIN_LIMIT):
+            while True:
+                with trio.move_on_after(POST_EXIT_DRAIN):
+                    await self.output_closed.wait()
+                if not self.output_waiting():
+                    return
 
     async def wait_for_change(self) -> None:
         """Sleep until new output, the exit, the end of output or the end of the session."""
@@ -552,19 +585,22 @@ class CommandSupervisor:
             if not session.buffer:
                 with trio.move_on_at(deadline):
                     await session.wait_for_change()
-        drain_deadline = trio.current_time() + POST_EXIT_DRAIN
+        now = trio.current_time()
+        drain_deadline = now + POST_EXIT_DRAIN
+        drain_limit = now + POST_EXIT_DRAIN_LIMIT
         while True:
             if session.buffer:
                 await emit(session.buffer.drain())
             if session.output_closed.is_set() and not session.buffer:
                 break
-            if trio.current_time() >= drain_deadline:
-                break
-            if not session.buffer:
-                with trio.move_on_at(drain_deadline) as waited:
-                    await session.wait_for_change()
-                if waited.cancelled_caught:  # a wait ended with no new data
+            now = trio.current_time()
+            if now >= drain_deadline:
+                if now >= drain_limit or not session.output_waiting():
                     break
+                drain_deadline = min(now + POST_EXIT_DRAIN, drain_limit)  # unread output
+            if not session.buffer:
+                with trio.move_on_at(drain_deadline):
+                    await session.wait_for_change()
         if session.buffer:
             await emit(session.buffer.drain())
         return True
@@ -598,8 +634,7 @@ class CommandSupervisor:
         label, session.report_label = session.report_label, None
         if label is None:
             return
-        with trio.move_on_after(POST_EXIT_DRAIN):
-            await session.output_closed.wait()
+        await session.settle_output()
         if self._closed:
             return
         status = session.exit_status or ExitStatus()

@@ -184,6 +184,19 @@ async def test_4_5_a_flood_cannot_hold_a_window_open(
     await supervisor.remove(session)
 
 
+async def test_4_5_output_waiting_sees_what_the_pump_has_not_read(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    session = await supervisor.spawn("printf hello", workspace)
+    time.sleep(0.5)  # noqa: ASYNC251 - the pump cannot run: "hello" stays in the pipe
+    assert session.output_waiting()
+    with trio.fail_after(5):
+        await session.output_closed.wait()
+    assert session.buffer.drain() == "hello"
+    assert not session.output_waiting()
+    supervisor.discard(session)
+
+
 async def test_4_5_a_slow_consumer_loses_nothing_after_exit(
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
