@@ -20,10 +20,9 @@ from typing import Any, Final
 import trio
 
 from penguin.agent import Agent
-from penguin.approval import ApprovalModeError, parse_approval_mode
 from penguin.llm import LLMRequest, ScriptedLLM, Turn, text, thinking, tool_call, turn, usage
 
-from ._run import run_task, under_controls
+from ._run import add_approval_options, approval_mode_of, run_task, under_controls
 from ._signals import Controls
 
 __all__ = ["demo_llm", "register"]
@@ -131,12 +130,7 @@ def register(commands: Any) -> None:
             "finishes. Prints where the trace is."
         ),
     )
-    parser.add_argument(
-        "--approve",
-        default="allow-all",
-        metavar="MODE",
-        help="allow-all (default), deny-all, read-only or always-ask",
-    )
+    add_approval_options(parser)
     parser.add_argument(
         "--root",
         type=Path,
@@ -144,15 +138,12 @@ def register(commands: Any) -> None:
         metavar="DIR",
         help="data root for the demo agent (default: a new temporary one)",
     )
-    parser.add_argument("--verbose", action="store_true", help="stream thinking and tool output")
     parser.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    try:
-        mode = parse_approval_mode(args.approve)
-    except ApprovalModeError as exc:
-        print(exc, file=sys.stderr)
+    mode = approval_mode_of(args)
+    if mode is None:
         return 1
     root = args.root or Path(tempfile.mkdtemp(prefix="penguin-demo-"))
     agent = Agent.open(root, "demo_project", "demo_agent")

@@ -43,6 +43,8 @@ __all__ = [
     "EXIT_CODES",
     "PromptAsker",
     "add_agent_options",
+    "add_approval_options",
+    "approval_mode_of",
     "register",
     "run_task",
     "under_controls",
@@ -72,6 +74,26 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent-id", default="default_agent", metavar="ID")
 
 
+def add_approval_options(parser: argparse.ArgumentParser) -> None:
+    """``--approve MODE`` and ``--verbose``: how a Task is approved and shown."""
+    parser.add_argument(
+        "--approve",
+        default="allow-all",
+        metavar="MODE",
+        help="allow-all (default), deny-all, read-only or always-ask",
+    )
+    parser.add_argument("--verbose", action="store_true", help="stream thinking and tool output")
+
+
+def approval_mode_of(args: argparse.Namespace) -> ApprovalMode | None:
+    """The ``--approve`` mode; ``None``, with the reason on stderr, when it is not one."""
+    try:
+        return parse_approval_mode(args.approve)
+    except ApprovalModeError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 def register(commands: Any) -> None:
     """Add the ``run`` subcommand."""
     parser: argparse.ArgumentParser = commands.add_parser(
@@ -95,12 +117,6 @@ def register(commands: Any) -> None:
         metavar="DIR",
         help="where the agent works (default: a new temporary workspace)",
     )
-    parser.add_argument(
-        "--approve",
-        default="allow-all",
-        metavar="MODE",
-        help="allow-all (default), deny-all, read-only or always-ask",
-    )
     parser.add_argument("--provider", default=None, metavar="P")
     parser.add_argument("--model-id", default=None, metavar="M")
     parser.add_argument(
@@ -110,16 +126,14 @@ def register(commands: Any) -> None:
         metavar="N",
         help="stop after N model requests (default: no limit; exit status 5)",
     )
-    parser.add_argument("--verbose", action="store_true", help="stream thinking and tool output")
+    add_approval_options(parser)
     add_agent_options(parser)
     parser.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    try:
-        mode = parse_approval_mode(args.approve)
-    except ApprovalModeError as exc:
-        print(exc, file=sys.stderr)
+    mode = approval_mode_of(args)
+    if mode is None:
         return 1
     if (args.provider is None) != (args.model_id is None):
         print("penguin run: give --provider and --model-id together", file=sys.stderr)
