@@ -145,15 +145,13 @@ class Agent:
         if vision is None:
             vision = self._model_has_vision(llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
-        try:
-            async with self._assemble(
+        async with (
+            _closed_after(owned_llm),
+            self._assemble(
                 session_id, workspace, llm, writer, vision=vision, ledger=None
-            ) as session:
-                yield session
-        finally:
-            if owned_llm is not None:
-                with trio.CancelScope(shield=True):
-                    await owned_llm.aclose()
+            ) as session,
+        ):
+            yield session
 
     @asynccontextmanager
     async def resume_session(
@@ -191,8 +189,9 @@ class Agent:
             start_index=location.index,
             date_dir=location.date_dir,
         )
-        try:
-            async with self._assemble(
+        async with (
+            _closed_after(owned_llm),
+            self._assemble(
                 session_id,
                 Path(meta.payload.workspace),
                 llm,
@@ -201,12 +200,9 @@ class Agent:
                 ledger=ledger,
                 meta=meta,
                 depth=1 if meta.payload.source == "subagent" else 0,
-            ) as session:
-                yield session
-        finally:
-            if owned_llm is not None:
-                with trio.CancelScope(shield=True):
-                    await owned_llm.aclose()
+            ) as session,
+        ):
+            yield session
 
     def _model_has_vision(self, llm: LLM) -> bool:
         try:
@@ -236,11 +232,8 @@ class Agent:
             yield _VisionModel(None)
             return
         client = self.model_client(provider=entry.provider, model_id=entry.model_id)
-        try:
+        async with _closed_after(client):
             yield _VisionModel(client)
-        finally:
-            with trio.CancelScope(shield=True):
-                await client.aclose()
 
     @asynccontextmanager
     async def _assemble(
@@ -406,8 +399,9 @@ class ChildSessionRunner:
         )
         session_id = cfg.new_session_id()
         writer = TraceWriter(agent.paths.traces_dir, session_id)
-        try:
-            async with agent._assemble(
+        async with (
+            _closed_after(owned),
+            agent._assemble(
                 session_id,
                 self._workspace,
                 llm,
@@ -415,12 +409,9 @@ class ChildSessionRunner:
                 vision=vision,
                 ledger=None,
                 depth=self.depth + 1,
-            ) as session:
-                yield _SubagentChild(session, level)
-        finally:
-            if owned is not None:
-                with trio.CancelScope(shield=True):
-                    await owned.aclose()
+            ) as session,
+        ):
+            yield _SubagentChild(session, level)
 
     async def _agent_for(self, agent_id: str | None) -> Agent:
         mine = self._agent.paths
@@ -540,3 +531,17 @@ class Session:
     async def flush_trace(self) -> None:
         """Wait until every record so far is in the trace file."""
         await self.recorder.flush()
+
+
+@asynccontextmanager
+async def _closed_after(client: OpenAIChatLLM | None) -> AsyncIterator[None]:
+    """Close ``client`` (a model client this code opened, if any) when the block ends.
+
+    Shielded, so a cancelled session still releases its connection pool.
+    """
+    try:
+        yield
+    finally:
+        if client is not None:
+            with trio.CancelScope(shield=True):
+                await client.aclose()
