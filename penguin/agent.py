@@ -1,7 +1,7 @@
 """Composition: an :class:`Agent` (its state on disk) and a :class:`Session` (one conversation).
 
-This is where the layers meet and nothing else happens: the agent's files (DESIGN
-§4) are read — ``system_config.yaml`` (written with defaults on first use), the
+This is where the layers meet and nothing else happens: the agent's files (reference
+D4) are read — ``system_config.yaml`` (written with defaults on first use), the
 project's ``.project_config.toml`` (models, command policy) and the vault — and a
 session is assembled from them: a model client, an Environment in the workspace,
 a trace writer with its recorder, the system prompt, and the engine that runs
@@ -218,7 +218,7 @@ class Agent:
     async def _vision_model(
         self, project: cfg.ProjectConfig, tools: Sequence[cfg.ToolDefinitionConfig]
     ) -> AsyncIterator[_VisionModel | None]:
-        """describe_image's vision model (spec 6.4), for as long as the session lasts.
+        """describe_image's vision model (reference 6.4), for as long as the session lasts.
 
         ``None`` when describe_image is not offered; a model with ``model_id`` None
         when the project's ``vision_model`` is unset, names no entry, or names one

@@ -1,4 +1,4 @@
-"""Asking an approver, safely, and the command-policy wrapper around one (spec 5.2, 5.5).
+"""Asking an approver, safely, and the command-policy wrapper around one (reference 5.2, 5.5).
 
 This module owns the one place where an approver's answer is obtained:
 

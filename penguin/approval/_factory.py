@@ -1,6 +1,6 @@
 r"""The factory command-policy rules: the plain spellings of well-known disasters.
 
-These are the rules a project gets when its configuration names none (spec 5.5).
+These are the rules a project gets when its configuration names none (reference 5.5).
 Each is a Python regex searched in the literal and the unquoted spelling of a
 command (see :mod:`._policy`). They aim to catch the usual ways of writing each
 disaster and to stay quiet on everyday work; they are a safety net for a model that

@@ -1,4 +1,4 @@
-"""The four approval modes of ``--approve`` (spec 5.6) and the approver each one makes.
+"""The four approval modes of ``--approve`` (reference 5.6) and the approver each one makes.
 
 This module owns the vocabulary (:data:`ApprovalMode`), parsing user text into it,
 and :func:`approver_for_mode`, which turns a mode plus two injected capabilities —

@@ -1,6 +1,6 @@
 r"""The command policy: which tool calls it looks at, how it reads them, how it is configured.
 
-Spec 5.5. This module is pure: it turns a ``tool_call`` into the command text the
+Reference 5.5. This module is pure: it turns a ``tool_call`` into the command text the
 policy evaluates (:func:`command_of`), that text into the spellings that are tested
 (:func:`command_variants`), and tests them against an ordered list of
 :class:`~penguin.approval.PolicyRule`. Answering ``forbidden`` and consulting the

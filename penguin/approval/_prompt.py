@@ -1,4 +1,4 @@
-"""The interactive approval prompt's words, without the terminal (spec 5.6).
+"""The interactive approval prompt's words, without the terminal (reference 5.6).
 
 This module owns what the prompt says and how an answer line is read; reading the
 line (and treating Ctrl-C while prompting as a ``deny``) is the CLI's thin shell

@@ -3,7 +3,7 @@
 ``penguin config model add|default|vision|list|remove`` edits the project's
 ``.project_config.toml``; ``penguin config vault set|list|remove`` edits the
 agent's ``agent_state/.vault.toml``. Every subcommand takes ``--root``,
-``--project-id`` and ``--agent-id`` to pick the files (DESIGN §4).
+``--project-id`` and ``--agent-id`` to pick the files (reference D4).
 
 This module only parses, calls :mod:`penguin.config` and prints: the files'
 format, validation, comment-keeping rewrites and 0600 modes are the library's.

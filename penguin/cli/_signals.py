@@ -3,7 +3,7 @@
 Ctrl-C (SIGINT) first interrupts the work gracefully — the tool is told, the Task
 closes out, the next run re-sends what was cut off — and a second Ctrl-C stops at
 once. While an approval prompt waits for an answer, Ctrl-C answers it "no" instead
-(spec 5.6) and the Task goes on. SIGTERM and SIGHUP stop at once. "At once" is still
+(reference 5.6) and the Task goes on. SIGTERM and SIGHUP stop at once. "At once" is still
 structured: cancelling the block unwinds the Environment, which ends every process
 it started, so a terminated ``penguin`` leaves nothing behind (unlike SIGKILL, which
 nothing can catch).

@@ -1,10 +1,10 @@
-"""The default toolset: the eleven builtin tool definitions of spec §3.1.
+"""The default toolset: the eleven builtin tool definitions of reference 3.1.
 
 This module owns what the model is told about each builtin tool — the tool
 descriptions, the argument schemas, and the harness-side settings (permission,
 time limit, output limit, forModel, call_description) — in the spec's order. It
 does not own the implementations (``penguin.environment.tools``), which never read
-these schemas (spec 3.1.3), nor the choice of tools for a particular model
+these schemas (reference 3.1.3), nor the choice of tools for a particular model
 (``_select``).
 
 Invariants: the names, property names and types, ``required`` lists, limits and
@@ -23,10 +23,10 @@ from ._tools import ForModel, Permission, ToolDefinitionConfig
 
 __all__ = ["SUBAGENT_TOOL_NAMES", "default_tools"]
 
-#: The tools a depth-1 child session does not get (spec 3.8.9, 6.4).
+#: The tools a depth-1 child session does not get (reference 3.8.9, 6.4).
 SUBAGENT_TOOL_NAMES: Final = frozenset({"run_subagent", "input_subagent", "kill_subagent"})
 
-# Spec 3.1.1: the exact text of every `description` argument.
+# Reference 3.1.1: the exact text of every `description` argument.
 _DESCRIPTION_ARGUMENT: Final = (
     "Required, and emit it first, before the other arguments: it is shown to the user "
     "while the call runs. One short sentence describing what this call is doing and why, "
@@ -228,7 +228,7 @@ def _tool(
         for_model=for_model,
         timeout_ms=timeout_ms,
         max_output_length=max_output_length,
-        # Spec 3.1.1: true on the six entries with a `description` argument; on the
+        # Reference 3.1.1: true on the six entries with a `description` argument; on the
         # others the reference leaves it unset, which is the same default, true.
         call_description=True,
     )

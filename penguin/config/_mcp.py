@@ -1,4 +1,4 @@
-"""MCP server entries of ``system_config.yaml`` (``tools.mcpServers``, spec 6.5).
+"""MCP server entries of ``system_config.yaml`` (``tools.mcpServers``, reference 6.5).
 
 Owns the typed form of a server entry (:class:`McpServerConfig` with a
 :class:`McpStdioTransport` or :class:`McpRemoteTransport`) and the reader that
@@ -88,7 +88,7 @@ class McpServerConfig:
     """One ``tools.mcpServers`` entry; its tools are named ``mcp__<name>__<tool>``.
 
     ``timeout_ms`` and ``max_output_length`` of None mean the per-call defaults
-    (spec 1.5); ``permission="auto"`` leaves the permission to the server's tool
+    (reference 1.5); ``permission="auto"`` leaves the permission to the server's tool
     annotations.
     """
 

@@ -1,4 +1,4 @@
-"""Where an agent's state lives on disk (DESIGN §4), and the names penguin makes up there.
+"""Where an agent's state lives on disk (reference D4), and the names penguin makes up there.
 
 Owns the layout of the data root::
 

@@ -41,7 +41,7 @@ the model (``penguin.llm``), or where the file lives
 (:class:`~penguin.config.AgentPaths`). A ``default_model`` or ``vision_model``
 naming no configured entry is loaded as it is, so ``penguin config`` can repair
 it; :func:`resolve_model` reports it, and :meth:`ProjectConfig.vision_entry`
-treats it as unset (spec 6.4). Blocking functions; async callers use a worker
+treats it as unset (reference 6.4). Blocking functions; async callers use a worker
 thread.
 """
 

@@ -1,4 +1,4 @@
-"""Shaping a configured toolset for one model and one session (spec 6.3, 6.4).
+"""Shaping a configured toolset for one model and one session (reference 6.3, 6.4).
 
 Owns two pure functions over :class:`ToolDefinitionConfig` lists:
 :func:`apply_call_description` (hide the ``description`` argument of an entry

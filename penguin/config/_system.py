@@ -1,4 +1,4 @@
-"""``system_config.yaml``, an agent's own configuration (spec 6.2, 6.5; DESIGN §3, §4).
+"""``system_config.yaml``, an agent's own configuration (reference 6.2, 6.5, D3, D4).
 
 Owns reading the file into an :class:`AgentConfig` (validating the
 ``system_prompt`` template, every ``tools.builtin`` entry, the ``images`` and
@@ -96,7 +96,7 @@ class ImageSettings:
     """The ``images`` section of ``system_config.yaml``: what happens to big images.
 
     With ``downscale`` off (the default) read_image and describe_image send an
-    image as it is and refuse one over 5 MiB (spec 3.11.5). With it on (and the
+    image as it is and refuse one over 5 MiB (reference 3.11.5). With it on (and the
     optional Pillow dependency installed: ``pip install 'penguin[images]'``), an
     image larger than 5 MiB or with a side longer than ``max_edge`` pixels is
     scaled down, keeping its aspect ratio, and re-encoded before it is sent.

@@ -1,7 +1,7 @@
 """An agent's vault, ``agent_state/.vault.toml``, and the private-TOML-file plumbing.
 
 The vault holds environment variables that penguin hands to every command the
-agent runs (spec 4.9: they override the host's values; the hardened set still
+agent runs (reference 4.9: they override the host's values; the hardened set still
 wins). The file is flat TOML, one ``NAME = "value"`` per line::
 
     # comments are kept when penguin rewrites the file

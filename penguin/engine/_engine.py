@@ -100,7 +100,7 @@ _DISCARDED_NOTE: Final = (
 
 @attrs.frozen(kw_only=True)
 class ReconnectPolicy:
-    """Waits before each in-run retry of a failed model request (spec: 2, 4, 8, 16, 30 s)."""
+    """Waits before each in-run retry of a failed request (reference D6: 2, 4, 8, 16, 30 s)."""
 
     delays: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0, 30.0)
 
@@ -704,7 +704,7 @@ class Engine:
 
         try:
             await self.environment.run_call(call, forward, interrupt=interrupt, approve=approve)
-        except Exception as exc:  # spec 1.12: the engine's safety net
+        except Exception as exc:  # reference 1.12: the engine's safety net
             reason = str(exc) or type(exc).__name__
             if finished:
                 warn(f"[penguin] tool {call.payload.name!r} failed after its output: {reason}")

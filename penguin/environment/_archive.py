@@ -1,4 +1,4 @@
-"""The truncated-output archive: what a truncated call wrote, kept on disk (spec §2).
+"""The truncated-output archive: what a truncated call wrote, kept on disk (reference 2).
 
 When a call's output exceeds its visible cap, the model sees only the head, so the full
 text is written to ``<scratchpad>/truncated-tool-output/<safeName>-<h>.log`` and the
@@ -269,7 +269,7 @@ class OutputCapture:
 
 
 def archive_file_name(tool_name: str, tool_call_id: str) -> str:
-    """``${safeName}-${h}.log`` for one call (spec 2.7).
+    """``${safeName}-${h}.log`` for one call (reference 2.7).
 
     ``safeName`` keeps ``[A-Za-z0-9_-]`` and turns every other character (code point) into
     ``_``, cut to 48 characters, ``tool`` if empty. ``h`` is the first 16 hex digits of
@@ -286,7 +286,7 @@ class ArchiveOutcome:
     """How one save ended: the note for the model, and the path or the failure code."""
 
     note: str
-    """Spec 1.8d(ii): the success (2.9) or failure (2.10) text."""
+    """Reference 1.8d(ii): the success (2.9) or failure (2.10) text."""
     path: Path | None
     """The archive's absolute path on success, else None."""
     code: str | None

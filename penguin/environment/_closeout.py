@@ -5,7 +5,7 @@ delta is forwarded, whether the output was truncated, how the call ended and whi
 notes follow the output — without touching the event loop, a file or a clock. The
 Environment (``_environment``) feeds it and sends what it returns.
 
-Invariants it keeps (spec §1.7–1.9):
+Invariants it keeps (reference 1.7–1.9):
 
 - only the first ``limit`` chars of the cumulative output are ever forwarded;
 - the concatenation of every delta the Environment sends equals the complete output,
@@ -71,7 +71,7 @@ class Outcome:
 
 
 def classify(outcome: Outcome, timeout_ms: int) -> tuple[StopReason, str | None]:
-    """The final stop reason and terminal marker (spec 1.8c–e).
+    """The final stop reason and terminal marker (reference 1.8c–e).
 
     Priority: user interrupt > timeout > tool raised > tool self-report. A tool that
     reports ``aborted`` because its timeout fired ends ``failed`` with the timeout
@@ -160,7 +160,7 @@ class CallOutput:
         return visible
 
     def replace(self, output: str) -> bool:
-        """Take a complete output from the tool as the basis of the result (spec 1.7d).
+        """Take a complete output from the tool as the basis of the result (reference 1.7d).
 
         Refused (``False``) when what was already sent is not a prefix of it: the
         stream cannot take back what the consumer has seen, so the forwarded deltas
@@ -192,7 +192,7 @@ class CallOutput:
         note: str | None = None,
         images: tuple[str, ...] = (),
     ) -> Closing:
-        """Finish the call (spec 1.8–1.9): stop reason, notes, remaining deltas.
+        """Finish the call (reference 1.8–1.9): stop reason, notes, remaining deltas.
 
         ``archive_note`` is the outcome of saving :attr:`capture`, which the caller
         does *after* :func:`classify` has frozen the outcome and before this call.

@@ -19,7 +19,7 @@ machinery some of them need (the command supervisor, the subagent runner...).
 
 The subagent protocols (:class:`SubagentRunner`, :class:`SubagentChild`,
 :class:`SubagentRound`) are how run_subagent reaches a child session without
-importing the engine (DESIGN §1): the composition layer implements them
+importing the engine (reference D1): the composition layer implements them
 (``penguin.agent``), the subagent supervisor drives them. :class:`VisionService`
 is how describe_image reaches the project's vision model the same way.
 """
@@ -104,7 +104,7 @@ class Tool(Protocol):
 
 @attrs.frozen(kw_only=True)
 class SubagentRequest:
-    """What run_subagent asks of a runner: only the fields the model gave (spec 3.8.2).
+    """What run_subagent asks of a runner: only the fields the model gave (reference 3.8.2).
 
     ``None`` means "inherit": the current agent, the parent session's model, the
     parent session's effective thinking level. ``model_id`` and ``provider`` are
@@ -224,7 +224,7 @@ class VisionResponse(Protocol):
 
 @runtime_checkable
 class VisionService(Protocol):
-    """The vision model describe_image asks (spec 3.12, 6.4); injected, never built here.
+    """The vision model describe_image asks (reference 3.12, 6.4); injected, never built here.
 
     The composition layer wraps the project's ``vision_model`` (a
     :class:`penguin.llm.LLM`) in one, so this package needs no model client.

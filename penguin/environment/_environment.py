@@ -143,7 +143,7 @@ def _raise_open_file_limit() -> None:
 
 
 def parse_arguments(name: str, raw: str) -> dict[str, Any] | str:
-    """The call's arguments as a dict, or the model-facing failure text (spec 1.4).
+    """The call's arguments as a dict, or the model-facing failure text (reference 1.4).
 
     A parsed value that is not an object behaves as ``{}``.
     """
@@ -341,7 +341,7 @@ class Environment:
 
     @property
     def background_reports(self) -> trio.MemoryReceiveChannel[BackgroundReport]:
-        """Completion reports of background commands and subagents (spec 3.13), in order.
+        """Completion reports of background commands and subagents (reference 3.13), in order.
 
         Reports wait here until read (a listener may attach late); none arrive after
         the Environment closed. ``report.text()`` is the harness message for the model.
@@ -371,7 +371,7 @@ class Environment:
 
     @property
     def subagent_messages(self) -> trio.MemoryReceiveChannel[om.OmniMessage[om.Payload]]:
-        """The live tap of background subagents (spec 3.8.7): their messages, origin-tagged.
+        """The live tap of background subagents (reference 3.8.7): their messages, origin-tagged.
 
         A subagent launched with ``run_in_background`` has no tool call to stream
         through, so its messages come here as they happen, for the host to show. The

@@ -25,7 +25,7 @@ stream → classified like an HTTP status when it has a numeric code, else
 (:meth:`ChatStreamDecoder.end_of_stream`) → ``malformed``.
 
 :func:`status_stop_reason` and :func:`http_error_message` classify a non-200 answer
-(DESIGN §6): 401/403 → ``auth``; 408, 429 and 5xx → ``timeout`` (worth retrying);
+(reference D6): 401/403 → ``auth``; 408, 429 and 5xx → ``timeout`` (worth retrying);
 any other status → ``failed``.
 """
 

@@ -2,7 +2,7 @@
 
 :class:`OpenAIChatLLM` sends ``POST {base_url}/chat/completions`` with ``stream:
 true`` and ``stream_options.include_usage`` and streams the answer as OmniMessages
-(DESIGN §6). That one protocol reaches OpenAI and the OpenAI-compatible servers:
+(reference D6). That one protocol reaches OpenAI and the OpenAI-compatible servers:
 vLLM, SGLang, ollama, llama.cpp, DeepSeek, OpenRouter and the like.
 
 This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance, the

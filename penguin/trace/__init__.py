@@ -1,4 +1,4 @@
-"""Traces: the append-only JSONL record of a session, written and read back (spec §7).
+"""Traces: the append-only JSONL record of a session, written and read back (reference 7).
 
 One file per model context, one OmniMessage per line::
 
@@ -19,7 +19,7 @@ Reading and finding (blocking: wrap in ``trio.to_thread.run_sync`` in async code
     TraceWriter(traces_dir, session_id, start_index=loc.index, date_dir=loc.date_dir)
 
 This package owns the file format and its crash safety. It does not decide what a run
-records beyond spec 7.2's filter, when to rotate, or how a resumed session rebuilds its
+records beyond reference 7.2's filter, when to rotate, or how a resumed session rebuilds its
 context from the messages read back: that is the engine's job.
 """
 

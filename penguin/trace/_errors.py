@@ -17,7 +17,7 @@ Invalid constructor arguments (a session id with a ``/``, an index below 1) are 
 
 The engine never lets these escape a run: :meth:`TraceWriter.record` and
 :meth:`TraceWriter.try_rotate` log them as ``[trace] write failed: …`` /
-``[trace] rotate failed: …`` (spec 7.5).
+``[trace] rotate failed: …`` (reference 7.5).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class MalformedTraceError(TraceError, ValueError):
 
 
 class TraceAppendError(TraceError, OSError):
-    """A write(2) of a trace record made no progress (spec 7.3).
+    """A write(2) of a trace record made no progress (reference 7.3).
 
     The message is exactly ``Trace append made no progress at byte ${written} of
     ${total}``. ``written`` and ``total`` count bytes of the record as it was submitted

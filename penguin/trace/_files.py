@@ -1,4 +1,4 @@
-"""Where traces live on disk, and finding them again (spec 7.1, DESIGN §4).
+"""Where traces live on disk, and finding them again (reference 7.1, D4).
 
 Layout::
 

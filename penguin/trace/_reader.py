@@ -1,4 +1,4 @@
-r"""Reading a trace file back, tolerantly (spec 7.6).
+r"""Reading a trace file back, tolerantly (reference 7.6).
 
 A trace is appended to by a process that may die at any byte, and resumed by a writer
 that heals a torn tail by starting on a fresh line. So a reader meets three kinds of
@@ -111,7 +111,7 @@ def iter_trace(
 def read_trace(
     path: str | os.PathLike[str], *, strict: bool = False
 ) -> list[om.OmniMessage[om.Payload]]:
-    """Every message of one trace file, in order (spec 7.6); see :func:`iter_trace`.
+    """Every message of one trace file, in order (reference 7.6); see :func:`iter_trace`.
 
     A torn last line (a crash mid-record) is silently ignored; malformed lines before it
     are skipped with one ``[trace] skipped …`` warning for the file, or raise

@@ -1,4 +1,4 @@
-r"""The append-only trace writer (spec 7.1–7.5).
+r"""The append-only trace writer (reference 7.1–7.5).
 
 A session's trace is a JSON Lines file per model context,
 ``<traces_dir>/<yyyy-mm-dd>/<session_id>_<NNN>.jsonl`` (see ``_files``), holding one
@@ -81,7 +81,7 @@ _logger: Final = logging.getLogger("penguin")
 
 
 def is_recordable(message: om.OmniMessage[om.Payload]) -> bool:
-    """Whether the trace records ``message`` (spec 7.2).
+    """Whether the trace records ``message`` (reference 7.2).
 
     Recorded: messages of this session (no ``origin``) that are a complete
     ``model_msg``, any ``event_msg`` or ``session_meta``. Skipped: every ``partial_*``
@@ -180,7 +180,7 @@ class TraceWriter:
     :meth:`append` and :meth:`rotate` raise on failure, to that caller only.
     :meth:`record` and :meth:`try_rotate` are what the engine uses: they log the
     failure as ``[trace] write failed: …`` / ``[trace] rotate failed: …`` on the
-    ``penguin`` logger and never raise (spec 7.5). Cancellation still propagates.
+    ``penguin`` logger and never raise (reference 7.5). Cancellation still propagates.
 
     One writer per session and trio run; concurrent tasks may share it freely.
     """
@@ -244,7 +244,7 @@ class TraceWriter:
 
     @staticmethod
     def recordable(message: om.OmniMessage[om.Payload]) -> bool:
-        """Whether the trace records ``message`` (spec 7.2); see :func:`is_recordable`."""
+        """Whether the trace records ``message`` (reference 7.2); see :func:`is_recordable`."""
         return is_recordable(message)
 
     async def append(self, message: om.OmniMessage[om.Payload]) -> bool:
@@ -273,7 +273,7 @@ class TraceWriter:
 
         Serialized with the appends: those submitted before land in the old file, those
         submitted after in the new one. Nothing is written until the next append (the
-        engine then re-records ``session_meta`` and the tool list, spec 7.5).
+        engine then re-records ``session_meta`` and the tool list, reference 7.5).
         """
         async with self._lock:
             self._index += 1
@@ -283,7 +283,7 @@ class TraceWriter:
         """:meth:`append` that never raises: a failure is logged, and False returned.
 
         The log line is ``[trace] write failed: <error>``; a trace that cannot be
-        written never breaks the run (spec 7.5). Cancellation still propagates.
+        written never breaks the run (reference 7.5). Cancellation still propagates.
         """
         try:
             return await self.append(message)
@@ -295,7 +295,7 @@ class TraceWriter:
         """:meth:`record` for a burst, in one worker-thread hop; return how many landed.
 
         Each record is still its own ``write(2)`` on a descriptor opened and closed for
-        it (spec 7.3), in order; a failure is logged for that record only and the
+        it (reference 7.3), in order; a failure is logged for that record only and the
         others are written. This is the trace recorder's path: when the engine emits
         faster than a hop per record, the queued records share one hop.
         """
@@ -329,7 +329,7 @@ class TraceWriter:
     async def try_rotate(self) -> Path | None:
         """:meth:`rotate` that never raises: a failure is logged, and None returned.
 
-        The log line is ``[trace] rotate failed: <error>`` (spec 7.5).
+        The log line is ``[trace] rotate failed: <error>`` (reference 7.5).
         """
         try:
             return await self.rotate()

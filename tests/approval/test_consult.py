@@ -1,4 +1,4 @@
-"""Spec 5.2 and 5.5: consulting an approver, and the command-policy wrapper."""
+"""Reference 5.2 and 5.5: consulting an approver, and the command-policy wrapper."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec 5.5: the factory rules — what each one forbids, and what it leaves alone."""
+"""Reference 5.5: the factory rules — what each one forbids, and what it leaves alone."""
 
 from __future__ import annotations
 

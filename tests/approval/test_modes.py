@@ -1,4 +1,4 @@
-"""Spec 5.6: the four approval modes of ``--approve``."""
+"""Reference 5.6: the four approval modes of ``--approve``."""
 
 from __future__ import annotations
 

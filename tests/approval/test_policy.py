@@ -1,4 +1,4 @@
-"""Spec 5.5: what the command policy evaluates, how it reads commands, how it is configured."""
+"""Reference 5.5: what the command policy evaluates, how it reads commands, how it is configured."""
 
 from __future__ import annotations
 

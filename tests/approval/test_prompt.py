@@ -1,4 +1,4 @@
-"""Spec 5.6: the interactive prompt's words and answers."""
+"""Reference 5.6: the interactive prompt's words and answers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec §3.0.1 and §3.1: the default toolset, exactly."""
+"""Reference 3.0.1 and 3.1: the default toolset, exactly."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ DESCRIPTION_TEXT = (
     "in the user's language."
 )
 
-# The table of spec 3.1: name, properties (in order, with types), required, permission,
+# The table of reference 3.1: name, properties (in order, with types), required, permission,
 # timeoutMs, maxOutputLength.
 SPEC_TABLE: list[tuple[str, list[tuple[str, str]], list[str], str, int, int]] = [
     (

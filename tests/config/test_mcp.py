@@ -1,4 +1,4 @@
-"""Spec §6.5: ``tools.mcpServers`` entries are parsed and validated; bad ones are skipped."""
+"""Reference 6.5: ``tools.mcpServers`` entries are parsed and validated; bad ones are skipped."""
 
 from __future__ import annotations
 

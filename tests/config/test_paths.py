@@ -1,4 +1,4 @@
-"""DESIGN §4: where an agent's files live, and the names penguin makes up there."""
+"""Reference D4: where an agent's files live, and the names penguin makes up there."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec §6.3 (call_description) and §6.4 (forModel and depth selection)."""
+"""Reference 6.3 (call_description) and 6.4 (forModel and depth selection)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_6_3_property_idempotent_and_pure(parameters: dict[str, Any] | None, fla
     assert entry.parameters == before  # the input is never mutated
     assert apply_call_description(once) == once  # idempotent
     if flag or parameters is None or "description" not in parameters["properties"]:
-        assert once is entry  # spec 6.3: no-op cases
+        assert once is entry  # reference 6.3: no-op cases
         return
     assert once.parameters is not None
     assert "description" not in once.parameters["properties"]

@@ -1,4 +1,4 @@
-"""Spec §6.1/§6.2 and DESIGN §3/§4: reading and writing ``system_config.yaml``."""
+"""Reference 6.1/6.2 and D3/D4: reading and writing ``system_config.yaml``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Approval in the loop (spec 5.1-5.5): denials, the command policy, absent or broken approvers."""
+"""Approval in the loop (reference 5.1-5.5): denials, command policy, absent or broken approvers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec 1.12: the engine's safety net when the Environment itself fails a call."""
+"""Reference 1.12: the engine's safety net when the Environment itself fails a call."""
 
 from __future__ import annotations
 

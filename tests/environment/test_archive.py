@@ -1,4 +1,4 @@
-"""Spec §2: the truncated-output archive (sans-IO capture and the Trio save shell)."""
+"""Reference 2: the truncated-output archive (sans-IO capture and the Trio save shell)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def settle(text: str) -> str:
 
 
 def expected_file(full: bytes, budget: int) -> bytes:
-    """What spec 2.4/2.5 say the file holds for the complete encoded stream ``full``."""
+    """What reference 2.4/2.5 say the file holds for the complete encoded stream ``full``."""
     if len(full) <= budget:
         return full
     content = budget - len(GAP)

@@ -1,4 +1,4 @@
-"""The Environment's execution contract, spec §1, driven with real custom tools."""
+"""The Environment's execution contract, reference 1, driven with real custom tools."""
 
 from __future__ import annotations
 

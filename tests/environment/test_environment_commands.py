@@ -1,4 +1,4 @@
-"""Background commands as the host sees them (spec 3.13, 4.12, 4.13) and the Environment's
+"""Background commands as the host sees them (reference 3.13, 4.12, 4.13) and the Environment's
 promise that no process outlives it."""
 
 from __future__ import annotations

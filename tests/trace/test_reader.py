@@ -1,4 +1,4 @@
-"""Reading traces back (spec 7.6) and finding them on disk (7.1, for resume)."""
+"""Reading traces back (reference 7.6) and finding them on disk (7.1, for resume)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TraceWriter: spec 7.1–7.5, on real files."""
+"""TraceWriter: reference 7.1–7.5, on real files."""
 
 from __future__ import annotations
 

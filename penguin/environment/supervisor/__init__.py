@@ -1,6 +1,6 @@
 """The command supervisor: what keeps background work alive, bounded and killable.
 
-This package owns the capped registries of command sessions (spec §4.1, cap 64) and
+This package owns the capped registries of command sessions (reference 4.1, cap 64) and
 of subagent sessions (§4.2, cap 8); the capped unread buffers their output waits
 in (§4.4); the child environment and shell of every command (§4.7, §4.9, §4.10); the
 service-URL detection of long-running commands (§4.14); and process lifetime — a command

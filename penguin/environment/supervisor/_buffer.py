@@ -1,4 +1,4 @@
-r"""The capped unread buffer: output that waits for the next window to deliver it (spec 4.4).
+r"""The capped unread buffer: output that waits for the next window to deliver it (reference 4.4).
 
 A command session pumps every stdout and stderr chunk into one :class:`UnreadBuffer`;
 exec_command, input_command, kill_command and the background completion report drain

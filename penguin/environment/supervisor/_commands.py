@@ -12,7 +12,7 @@ tree is ended (``_process.end_process_tree``) before the task returns. The watch
 wait is shielded from that cancellation and only stopped by the session itself, so
 ending the tree always sees the root exit and reaps it.
 
-The :class:`CommandSupervisor` owns the registry (spec 4.1: at most 64; when full,
+The :class:`CommandSupervisor` owns the registry (reference 4.1: at most 64; when full,
 evict the first exited session, else the least recently used running one), the
 hourly idle sweep (4.3), the collect windows of the tools (4.5: chunks as they
 arrive, no lost wake-ups, a short drain after exit), background completion reports
@@ -134,7 +134,7 @@ class ExitStatus:
 
 @attrs.frozen
 class BackgroundReport:
-    """A background task finished (spec 3.13); ``text()`` is what the model reads."""
+    """A background task finished (reference 3.13); ``text()`` is what the model reads."""
 
     kind: Literal["command", "subagent"]
     id: str
@@ -144,7 +144,7 @@ class BackgroundReport:
     output: str
 
     def text(self) -> str:
-        """The harness message text of spec 3.13.3."""
+        """The harness message text of reference 3.13.3."""
         lines = [
             "[background_task_done]",
             "Automatic notification from the harness, not the user: "
@@ -169,7 +169,7 @@ class BackgroundReport:
 
 @attrs.frozen
 class BackgroundCommand:
-    """One registered command as the host sees it (spec 4.13)."""
+    """One registered command as the host sees it (reference 4.13)."""
 
     process_id: str
     pid: int

@@ -1,4 +1,4 @@
-"""What a command runs in: its environment variables and its shell (spec 4.7, 4.9, 4.10).
+"""What a command runs in: its environment variables and its shell (reference 4.7, 4.9, 4.10).
 
 Three jobs, each small:
 
@@ -9,7 +9,7 @@ Three jobs, each small:
 - :func:`resolve_shell` picks the shell argv a command line is appended to. Pure.
 - :func:`resolve_login_environment` gives ``bash -lc`` semantics without paying for a login
   shell on every command: it runs one login ``bash`` that dumps its environment, once per
-  Environment, and every command then runs ``bash -c`` in that environment (DESIGN §7).
+  Environment, and every command then runs ``bash -c`` in that environment (reference D7).
   :func:`parse_env_dump` is its pure half.
 
 Platform: POSIX only. The spec's Windows shell ladder (PATH ``bash`` unless it is the WSL
@@ -120,7 +120,7 @@ def child_environment(
     vault: Mapping[str, str],
     owner: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of one command process (spec 4.9, 4.10), as a fresh dict.
+    """The environment of one command process (reference 4.9, 4.10), as a fresh dict.
 
     In order: ``base`` minus :data:`STRIPPED_KEYS` (any casing); the proxy policy; the
     ``vault`` (overrides host and proxy values, may re-add a stripped key such as
@@ -177,7 +177,7 @@ def _shell_args(shell: str) -> tuple[str, ...]:
 
 
 def resolve_shell(env: Mapping[str, str]) -> Shell:
-    r"""The shell for commands, chosen from ``env`` (the host environment) once (spec 4.7).
+    r"""The shell for commands, chosen from ``env`` (the host environment) once (reference 4.7).
 
     ``PENGUIN_SHELL`` (trimmed, when non-empty) names the shell; its arguments follow its
     basename, case-insensitively and without a ``.exe``/``.cmd``/``.bat``/``.ps1``

@@ -96,7 +96,7 @@ OWNER_VARIABLE: Final = "PENGUIN_OWNER"
 """The environment variable naming ``<environment tag>/<process_id>`` in every child."""
 
 DEFAULT_GRACE: Final = 1.0
-"""Seconds between SIGTERM and SIGKILL (spec 4.11)."""
+"""Seconds between SIGTERM and SIGKILL (reference 4.11)."""
 
 PIPE_SIZE: Final = 256 * 1024
 """The output pipe's capacity. Larger pipes bring a flood no more throughput, and every

@@ -1,4 +1,4 @@
-"""The capped session registry and its eviction policy, sans I/O (spec 4.1–4.3).
+"""The capped session registry and its eviction policy, sans I/O (reference 4.1–4.3).
 
 One :class:`SessionRegistry` maps session ids (``proc-…`` for commands, child session ids
 for subagents) to whatever the owning manager keeps per session, in registration order,
@@ -72,7 +72,7 @@ class _Entry(Generic[S]):
 class SessionRegistry(Generic[S]):
     """Sessions by id, in registration order, with last-access times and a cap.
 
-    The cap is advisory: :meth:`add` never refuses or evicts for lack of room (spec 4.2
+    The cap is advisory: :meth:`add` never refuses or evicts for lack of room (reference 4.2
     tolerates a brief overshoot); the owner checks :attr:`full` and asks
     :meth:`eviction_candidate` first.
     """

@@ -1,4 +1,4 @@
-"""Which local URL a long-running command serves on (spec 4.14).
+"""Which local URL a long-running command serves on (reference 4.14).
 
 A background command that starts a dev server usually says where it listens. Two
 sources, in the spec's order of preference:

@@ -6,10 +6,10 @@ task in the Environment's nursery, started through ``nursery.start`` so that a c
 that cannot be opened reaches run_subagent as an exception. The task holds the child
 open until the session is *released* (a finished foreground run, kill_subagent,
 eviction, the supervisor closing); a round still running then is interrupted first and
-the child is closed only after it ended (spec 4.12). Inside, the task owns a small
+the child is closed only after it ended (reference 4.12). Inside, the task owns a small
 nursery for the current round and for the approval consultations.
 
-What a round produces goes to three places (spec 4.6):
+What a round produces goes to three places (reference 4.6):
 
 - every child message, tagged with the child's session id (``om.with_origin``), waits
   in a message buffer (at most 4096, the oldest dropped) for the next collect window
@@ -19,7 +19,7 @@ What a round produces goes to three places (spec 4.6):
   to a capped :class:`~._buffer.UnreadBuffer` (1 MiB, ``earlier subagent output``):
   the window mirrors it as the tool's own output; deeper (grandchild) text is only
   forwarded, never mirrored;
-- the child's tool-call approvals queue per session (spec 5.8): the head request is
+- the child's tool-call approvals queue per session (reference 5.8): the head request is
   consulted through the current sink — the approver of the run_subagent or
   input_subagent call whose window is open, else the standing sink of a background
   launch — one request at a time. A window that ends mid-consultation leaves the
@@ -27,7 +27,7 @@ What a round produces goes to three places (spec 4.6):
   raises denies; kill and dispose deny everything queued, and any later request is
   denied at once.
 
-The :class:`SubagentSupervisor` owns the registry (spec 4.2: at most 8 admitted; when
+The :class:`SubagentSupervisor` owns the registry (reference 4.2: at most 8 admitted; when
 full, the first IDLE session in registration order is evicted, a running one never;
 registration after a window may overshoot), the per-session cap on the total number
 of subagents spawned, per-round completion reports of background launches (3.13, sent
@@ -124,7 +124,7 @@ def round_exit(
     wrote_text: bool = False,
     error: str | None = None,
 ) -> RoundExit:
-    """Classify a finished round (spec 3.8.4).
+    """Classify a finished round (reference 3.8.4).
 
     ``error``: the child's run raised (``[subagent error: …]``). ``abort_reason``: the
     direct child sent an ``abort`` event (``[subagent aborted: …]``). A run that ended

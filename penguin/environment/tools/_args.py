@@ -1,4 +1,4 @@
-"""Argument rules and the failure shape shared by the builtin tools (spec 3.0).
+"""Argument rules and the failure shape shared by the builtin tools (reference 3.0).
 
 Tools never read their JSON Schema: each coerces its own arguments with these
 helpers, so the model gets the same leniency and the same messages everywhere. A
@@ -38,7 +38,7 @@ def finite_number(value: object) -> float | None:
 def clamp_yield_time_ms(value: object, default: int, timeout_ms: int) -> float:
     """The collect window of exec_command, input_command, run_subagent, input_subagent.
 
-    Spec 3.0.3: a value that is not a finite number gives ``default`` (a numeric
+    Reference 3.0.3: a value that is not a finite number gives ``default`` (a numeric
     string too); the window is at least 250 ms; when the tool has a timeout, the
     window ends a second before it (but never under 250 ms), so the tool can report
     before the Environment times the call out.

@@ -3,7 +3,7 @@
 The three tools speak about the same sessions with the same first sentences: the
 "unavailable" failure when the Environment has no command supervisor, and, for the
 two that drive an existing command, the ``process_id`` checks. Each tool keeps its own
-name in those texts (spec 3.1.3: exec_command prints its configured name, the other
+name in those texts (reference 3.1.3: exec_command prints its configured name, the other
 two their fixed names).
 """
 

@@ -1,4 +1,4 @@
-r"""Diff rendering for edit_file (spec 3.6.4-3.6.5) and write_file (spec 3.7.4). Sans-IO.
+r"""Diff rendering for edit_file (reference 3.6.4-3.6.5) and write_file (reference 3.7.4). Sans-IO.
 
 Owns the hunks the model sees after a successful edit or overwrite: which lines
 form a hunk, how hunks merge, their headers and line prefixes, and the size rules
@@ -329,7 +329,7 @@ def build_write_hunks(ops: Sequence[DiffOp]) -> list[Hunk]:
 
 
 def render_write_diff(old_text: str, new_text: str, *, first_line: str, budget: int) -> str:
-    """What follows write_file's first line on an overwrite (spec 3.7.4); may be ``""``.
+    """What follows write_file's first line on an overwrite (reference 3.7.4); may be ``""``.
 
     ``(content unchanged)`` for equal texts; otherwise the hunks, or the one-line
     ``+added/−removed`` summary when the middle exceeds 250,000 LCS cells, the hunks

@@ -2,11 +2,11 @@ r"""Shared plumbing of the three file tools (read_file, edit_file, write_file).
 
 Owns what more than one file tool needs and what is easy to get subtly wrong:
 
-- path resolution (spec 3.0.4): relative to the workspace, absolute anywhere, no ``~``;
+- path resolution (reference 3.0.4): relative to the workspace, absolute anywhere, no ``~``;
   ``..`` is folded lexically (the reference resolves paths the same way);
-- the "file not found" path hint (spec 3.5.5), split into a blocking walk
+- the "file not found" path hint (reference 3.5.5), split into a blocking walk
   (:func:`path_hint`) and a pure composer (:func:`compose_hint`);
-- the atomic write of spec 3.6.3 (:func:`write_atomically`);
+- the atomic write of reference 3.6.3 (:func:`write_atomically`);
 - small text helpers: ``cat -n`` line counting, lossy decoding, the 2000-char
   display cut, splitting on ``\n`` only, lone-surrogate cleanup;
 - how an ``OSError`` is worded inside ``Failed to ...: ${message}`` texts.
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 LINE_DISPLAY_LIMIT: Final = 2000
-"""Characters of one line shown before ``… [line truncated]`` (spec 3.5.11, 3.6.5)."""
+"""Characters of one line shown before ``… [line truncated]`` (reference 3.5.11, 3.6.5)."""
 
 LINE_TRUNCATED_MARK: Final = "… [line truncated]"
 HINT_MAX_ENTRIES: Final = 8
@@ -90,12 +90,12 @@ class Outcome:
 
 
 def resolve_path(workspace: str | os.PathLike[str], file_path: str) -> str:
-    """The absolute, lexically normalized path ``file_path`` names (spec 3.0.4)."""
+    """The absolute, lexically normalized path ``file_path`` names (reference 3.0.4)."""
     return os.path.abspath(os.path.join(os.fspath(workspace), file_path))
 
 
 def model_visible_path(path: str) -> str:
-    """The spelling of ``path`` shown to the model (spec 0.5): unchanged on POSIX."""
+    """The spelling of ``path`` shown to the model (reference 0.5): unchanged on POSIX."""
     return path.replace("\\", "/") if os.name == "nt" else path
 
 
@@ -136,7 +136,7 @@ def describe_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-# --- the path hint (spec 3.5.5) -----------------------------------------------------------
+# --- the path hint (reference 3.5.5) -----------------------------------------------------------
 
 
 def path_hint(resolved: str) -> str:
@@ -307,7 +307,7 @@ def make_parent_dirs(path: str) -> None:
     os.makedirs(parent, exist_ok=True)
 
 
-# --- atomic write (spec 3.6.3) ------------------------------------------------------------
+# --- atomic write (reference 3.6.3) ------------------------------------------------------------
 
 
 def temp_path_for(path: str) -> str:
@@ -355,7 +355,7 @@ def write_atomically(
 
 
 SECRET_FILE_NAMES: Final = frozenset({".vault.toml", ".project_config.toml"})
-"""Basenames of the stores that hold the user's keys (spec 3.5.3)."""
+"""Basenames of the stores that hold the user's keys (reference 3.5.3)."""
 
 
 def secret_store_name(resolved: str) -> str | None:
@@ -375,7 +375,7 @@ def secret_store_name(resolved: str) -> str | None:
 
 
 def refuse_secret_store(verb: str, file_path: str, resolved: str) -> Outcome | None:
-    """The refusal of spec 3.5.3 for ``verb`` (read; also edit and write), or ``None``.
+    """The refusal of reference 3.5.3 for ``verb`` (read; also edit and write), or ``None``.
 
     The spec guards read_file only; edit_file and write_file are guarded too,
     because their diffs would show the store's content to the model just the same.

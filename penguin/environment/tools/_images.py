@@ -1,4 +1,4 @@
-"""Loading an image for read_image and describe_image (spec 3.11, 3.12.1; issue 5 item 6).
+"""Loading an image for read_image and describe_image (reference 3.11, 3.12.1; issue 5 item 6).
 
 Owns where an image comes from — a local file, an ``http(s)://`` URL, a ``data:``
 URL — the limits, the MIME decision (magic sniff, ``Content-Type``, file extension),
@@ -15,7 +15,7 @@ abandoned at once, the body is never read further), a file read at its next 1 Mi
 chunk, and a downscale by abandoning its worker thread.
 
 The exceptions, one per way a load fails; ``str(exc)`` is the exact text the model
-sees (spec 3.11.2-3.11.5)::
+sees (reference 3.11.2-3.11.5)::
 
     Exception
      └── ImageError                  .source
@@ -107,7 +107,7 @@ __all__ = [
 ]
 
 IMAGE_SIZE_LIMIT: Final = 5 * 1024 * 1024
-"""The largest image sent to a model, in bytes (spec 3.11.5)."""
+"""The largest image sent to a model, in bytes (reference 3.11.5)."""
 
 DOWNSCALE_INPUT_LIMIT: Final = 64 * 1024 * 1024
 """The largest image accepted when downscaling is on (it is sent only once it fits)."""
@@ -198,7 +198,7 @@ class UnsupportedImageError(ImageError):
 
 
 def format_size(size: int) -> str:
-    """``size(n)`` of spec 3.11.6: ``812 B``, ``1.3 kB``, ``5.0 MB``.
+    """``size(n)`` of reference 3.11.6: ``812 B``, ``1.3 kB``, ``5.0 MB``.
 
     One decimal with JavaScript's ``toFixed(1)`` rounding: the exact quotient, a
     tie rounded up (1280 bytes are ``1.3 kB``, where Python's ``:.1f`` says 1.2).
@@ -216,7 +216,7 @@ def _one_decimal(size: int, unit: int) -> str:
 
 
 def sniff_mime(data: bytes) -> str | None:
-    """The image type the first bytes announce (spec 3.11.4), or ``None``."""
+    """The image type the first bytes announce (reference 3.11.4), or ``None``."""
     if len(data) >= 8 and data.startswith(b"\x89PNG"):
         return "image/png"
     if data.startswith(b"\xff\xd8\xff"):
@@ -324,7 +324,7 @@ class LoadedImage:
 
     @property
     def summary(self) -> str:
-        """``${mime}, ${size}`` (spec 3.11.7), plus ``(downscaled ...)`` when it was."""
+        """``${mime}, ${size}`` (reference 3.11.7), plus ``(downscaled ...)`` when it was."""
         text = f"{self.mime}, {self.size_text}"
         return text if self.rescale is None else f"{text} ({self.rescale.describe()})"
 
@@ -335,7 +335,7 @@ class LoadedImage:
 
 
 def _checked(source: str, data: bytes, mime: str | None, limit: int) -> LoadedImage:
-    """The checks every source ends with (spec 3.11.5): empty, too large, unsupported."""
+    """The checks every source ends with (reference 3.11.5): empty, too large, unsupported."""
     if not data:
         raise EmptyImageError(source)
     if len(data) > limit:
@@ -355,7 +355,7 @@ def read_local_image(
     limit: int = IMAGE_SIZE_LIMIT,
     checkpoint: Callable[[], None] = lambda: None,
 ) -> bytes:
-    """The bytes of the file ``source`` names (spec 3.11.3); blocking.
+    """The bytes of the file ``source`` names (reference 3.11.3); blocking.
 
     Relative paths resolve against ``workspace``. The size is checked before
     reading; ``checkpoint`` runs before every 1 MiB chunk (it raises to abort).
@@ -514,7 +514,7 @@ def _encode(image: PILImage.Image, format_name: str) -> bytes:
 
 
 async def download_image(source: str, *, limit: int = IMAGE_SIZE_LIMIT) -> tuple[bytes, str | None]:
-    """GET ``source``: its body and its ``Content-Type`` header (spec 3.11.2).
+    """GET ``source``: its body and its ``Content-Type`` header (reference 3.11.2).
 
     A declared ``Content-Length`` over ``limit`` fails before any of the body is
     read; a body that grows past ``limit`` is abandoned there. Cancellation (an

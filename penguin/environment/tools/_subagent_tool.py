@@ -2,7 +2,7 @@
 
 The three tools speak about the same child sessions: the "unavailable" failure when
 the Environment has no subagent supervisor, the ``subagent_id`` checks of the two that
-drive a registered subagent, the approval hint (spec 3.8.5, 3.9.3) and the result of a
+drive a registered subagent, the approval hint (reference 3.8.5, 3.9.3) and the result of a
 finished round (3.8.4). Each tool prints its fixed name (3.1.3).
 """
 

@@ -1,15 +1,15 @@
-"""The describe_image tool (spec 3.12): a vision model describes an image in words.
+"""The describe_image tool (reference 3.12): a vision model describes an image in words.
 
 For models that do not accept images: the image is loaded exactly as read_image
 loads it, then sent in a one-off request to the project's vision model, and the
 model's text streams back as this call's output. The vision model is reached
-through an injected :class:`~penguin.environment.VisionService` (DESIGN §1: a tool
+through an injected :class:`~penguin.environment.VisionService` (reference D1: a tool
 never builds a model client); it is ``None``, or has ``model_id`` ``None``, when the
 project has no usable ``vision_model``.
 
 Check order: ``source`` → a vision model is configured → the image loads → the
 request. A failed check never calls the model. The request is two user messages,
-the prompt text then the image (spec 3.12.2); of the answer only text reaches the
+the prompt text then the image (reference 3.12.2); of the answer only text reaches the
 output — thinking, tool calls and everything else are dropped, and nothing of the
 request is forwarded into the parent's stream. The call never returns images.
 
@@ -17,7 +17,7 @@ Where the spec is silent: a model answer made only of complete ``text`` messages
 (no ``partial_text`` deltas) is forwarded too, one delta per message; and with
 downscaling configured but Pillow missing, the one-line note of ``_images`` is
 appended (the image is sent as it is). Messages print the fixed name
-``describe_image`` (spec 3.1.3).
+``describe_image`` (reference 3.1.3).
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ TOOL_NAME: Final = "describe_image"
 DEFAULT_PROMPT: Final = (
     "Describe this image in detail, including any visible text, numbers, UI elements and layout."
 )
-"""The question asked when the call's ``prompt`` is missing or blank (spec 3.12.2)."""
+"""The question asked when the call's ``prompt`` is missing or blank (reference 3.12.2)."""
 
 NO_VISION_MODEL: Final = (
     "No vision model is configured for this project. The current model does not accept "
     "images; ask the user to pick a vision model in the model settings (vision_model) to "
     "enable image reading."
 )
-"""The failure when the project has no vision model (spec 3.12.1)."""
+"""The failure when the project has no vision model (reference 3.12.1)."""
 
 NO_TEXT: Final = "[vision model returned no text]"
 

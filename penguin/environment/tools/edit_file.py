@@ -1,4 +1,4 @@
-"""The edit_file tool (spec 3.6): exact string replacement with an atomic write.
+"""The edit_file tool (reference 3.6): exact string replacement with an atomic write.
 
 Owns the argument checks and their texts, the exact non-overlapping matching, the
 atomic replacement of the file and the report (first line plus hunks, rendered by
@@ -52,7 +52,7 @@ DEFAULT_BUDGET: Final = 16000
 
 
 def check_arguments(args: dict[str, Any], name: str) -> tuple[str, str, str] | str:
-    """``(file_path, old_string, new_string)``, or the first error text (spec 3.6.1).
+    """``(file_path, old_string, new_string)``, or the first error text (reference 3.6.1).
 
     Lone surrogates in the strings become U+FFFD before they are compared.
     """

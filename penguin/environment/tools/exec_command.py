@@ -1,4 +1,4 @@
-"""The exec_command tool (spec 3.2): run a shell command, in the foreground first.
+"""The exec_command tool (reference 3.2): run a shell command, in the foreground first.
 
 The command starts in the foreground and its output streams as it arrives. If it is
 still running when its window (``yield_time_ms``) ends, it moves to the background:

@@ -1,4 +1,4 @@
-"""The input_command tool (spec 3.3): write to a running command, or poll it.
+"""The input_command tool (reference 3.3): write to a running command, or poll it.
 
 Empty ``chars`` polls (default window 120 s); non-empty ``chars`` are written to the
 command's stdin verbatim (default window 250 ms) and the new output is collected.

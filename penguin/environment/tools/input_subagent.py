@@ -1,4 +1,4 @@
-"""The input_subagent tool (spec 3.9): poll a registered subagent, or give it a new round.
+"""The input_subagent tool (reference 3.9): poll a registered subagent, or give it a new round.
 
 A blank (or absent) ``prompt`` polls: what the child produced since it was last seen
 is delivered first (buffered messages forwarded, its text as this call's output),

@@ -1,4 +1,4 @@
-"""The kill_command tool (spec 3.4): end a background command and remove its session.
+"""The kill_command tool (reference 3.4): end a background command and remove its session.
 
 The completion report is disarmed first (a killed command sends none), then the
 whole process tree is ended and waited for — when the call returns, nothing the

@@ -1,4 +1,4 @@
-"""The kill_subagent tool (spec 3.10): stop a registered subagent and remove it.
+"""The kill_subagent tool (reference 3.10): stop a registered subagent and remove it.
 
 The completion report is disarmed first (a killed background subagent sends none).
 A running round is aborted (its queued approvals denied), the child session is

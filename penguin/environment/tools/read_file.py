@@ -1,4 +1,4 @@
-"""The read_file tool (spec 3.5): a numbered window of a text file, as one delta.
+"""The read_file tool (reference 3.5): a numbered window of a text file, as one delta.
 
 Owns the argument coercion (offset/limit, with JavaScript's ``Number`` and
 ``JSON.stringify`` semantics for the texts the model sees), the secret-file guard,
@@ -24,7 +24,7 @@ Decisions where the spec is silent:
 - A line cut at 8000 bytes is always marked ``… [line truncated]``, even in the
   rare case where its first 8000 bytes decode to 2000 chars or fewer.
 - The cap is hit when 8 MiB have been read, even if EOF would have come next (so a
-  file of exactly 8 MiB reports "more than N lines"; spec 2.3 relies on this).
+  file of exactly 8 MiB reports "more than N lines"; reference 2.3 relies on this).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _floor_number(value: object) -> int | _Invalid:
 
 
 def coerce_offset(value: object) -> int | str:
-    """The 1-based first line (clamped to >= 1), or the error text (spec 3.5.2)."""
+    """The 1-based first line (clamped to >= 1), or the error text (reference 3.5.2)."""
     if value is None:
         return DEFAULT_OFFSET
     floored = _floor_number(value)
@@ -151,7 +151,7 @@ def coerce_offset(value: object) -> int | str:
 
 
 def coerce_limit(value: object) -> int | str:
-    """The positive line count, or the error text (spec 3.5.2)."""
+    """The positive line count, or the error text (reference 3.5.2)."""
     if value is None:
         return DEFAULT_LIMIT
     floored = _floor_number(value)
@@ -224,7 +224,7 @@ def _js_string(text: str) -> str:
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
 
 
-# --- the scan (spec 3.5.7) ----------------------------------------------------------------
+# --- the scan (reference 3.5.7) ----------------------------------------------------------------
 
 
 @attrs.frozen
@@ -380,7 +380,7 @@ def scan_lines(
         scanner.feed(buf)
 
 
-# --- rendering (spec 3.5.8-3.5.13) --------------------------------------------------------
+# --- rendering (reference 3.5.8-3.5.13) --------------------------------------------------------
 
 
 def render_window(

@@ -1,14 +1,14 @@
-"""The read_image tool (spec 3.11): show the model an image, for models that accept images.
+"""The read_image tool (reference 3.11): show the model an image, for models that accept images.
 
 ``source`` is a path (relative to the workspace, or absolute), an ``http(s)://`` URL
 or a ``data:`` URL. On success the output is one line, ``${mime}, ${size}``, and
 the image itself travels as the call's ``images`` (a data URL), which the
-Environment attaches only to a completed call (spec 1.9c).
+Environment attaches only to a completed call (reference 1.9c).
 
 This module speaks the tool's language only: the argument check, the summary
-line, the failure shape of spec 3.0.2. Loading, limits, MIME detection and the
+line, the failure shape of reference 3.0.2. Loading, limits, MIME detection and the
 optional downscaling are ``_images``'s, shared with describe_image. Messages print
-the fixed name ``read_image`` (spec 3.1.3).
+the fixed name ``read_image`` (reference 3.1.3).
 """
 
 from __future__ import annotations

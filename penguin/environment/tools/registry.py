@@ -1,7 +1,7 @@
 """The builtin tool registry: tool name -> factory.
 
 A configured entry is executable only when its name is in :data:`BUILTIN_TOOLS`;
-other names are skipped silently (spec 1.10). Factories receive the entry and the
+other names are skipped silently (reference 1.10). Factories receive the entry and the
 Environment's :class:`~penguin.environment.ToolServices`.
 """
 

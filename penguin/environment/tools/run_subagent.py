@@ -1,4 +1,4 @@
-"""The run_subagent tool (spec 3.8): hand a task to a child session, in the foreground first.
+"""The run_subagent tool (reference 3.8): hand a task to a child session, in the foreground first.
 
 The child is opened by the injected :class:`~penguin.environment.SubagentRunner` (this
 module never imports the engine or the agent layer): a whole session of its own, with

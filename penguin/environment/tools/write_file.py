@@ -1,4 +1,4 @@
-"""The write_file tool (spec 3.7): create or overwrite a file atomically.
+"""The write_file tool (reference 3.7): create or overwrite a file atomically.
 
 Owns the argument checks and their texts, the creation of missing parents, the
 atomic write (mode kept on overwrite) and the report: the ``Created``/``Overwrote``

@@ -1,4 +1,4 @@
-"""Spec 4.4: the capped unread buffer of a command (or subagent) session."""
+"""Reference 4.4: the capped unread buffer of a command (or subagent) session."""
 
 from __future__ import annotations
 

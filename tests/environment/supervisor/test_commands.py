@@ -1,4 +1,4 @@
-"""The command supervisor on its own (spec 3.13, 4.1, 4.3, 4.5, 4.12, 4.14), real processes.
+"""The command supervisor on its own (reference 3.13, 4.1, 4.3, 4.5, 4.12, 4.14), real processes.
 
 A :class:`CommandSupervisor` is built directly in the test's nursery, with a small
 cap so eviction is cheap to reach.

@@ -1,4 +1,4 @@
-"""Spec 4.7, 4.9, 4.10: a command's environment, its shell and the resolved login environment."""
+"""Reference 4.7, 4.9, 4.10: a command's environment, its shell, the resolved login environment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Process trees: the process table, identity-checked signals and ending a tree (spec 4.11).
+"""Process trees: the process table, identity-checked signals and ending a tree (reference 4.11).
 
 The table's questions are pure and tested on made-up entries; reading it, signalling
 and ending trees use real processes. The stubborn trees against every route a session

@@ -1,4 +1,4 @@
-"""Spec 4.1–4.3: the capped session registry and its eviction and idle policy."""
+"""Reference 4.1–4.3: the capped session registry and its eviction and idle policy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec 4.14: the service URL of a background command — scanned output and port probe."""
+"""Reference 4.14: the service URL of a background command — scanned output and port probe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The subagent supervisor (spec 4.2, 4.4, 4.6, 4.12, 5.8, 3.13) driven directly, fake children."""
+"""The subagent supervisor (reference 4.2, 4.4, 4.6, 4.12, 5.8, 3.13) driven with fake children."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shared argument rules (spec 3.0)."""
+"""Shared argument rules (reference 3.0)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""describe_image (spec 3.12) and its wiring to the project's vision model (spec 6.4).
+"""describe_image (reference 3.12) and its wiring to the project's vision model (reference 6.4).
 
 The vision model is a :class:`~penguin.llm.ScriptedLLM`, the real OpenAI client
 against a local OpenAI-compatible endpoint, or a gated fake whose answer waits on

@@ -1,4 +1,4 @@
-"""edit_file (spec 3.6), driven through a real ToolContext on real files."""
+"""edit_file (reference 3.6), driven through a real ToolContext on real files."""
 
 from __future__ import annotations
 

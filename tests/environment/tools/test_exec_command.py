@@ -1,4 +1,4 @@
-"""exec_command (spec 3.2, 4.5, 4.7-4.11) through a real Environment and real processes.
+"""exec_command (reference 3.2, 4.5, 4.7-4.11) through a real Environment and real processes.
 
 Every test ends with nothing it started still running (``no_stray_processes``); the
 login shell reads an empty HOME unless a test writes a profile.

@@ -1,4 +1,4 @@
-"""input_command (spec 3.3, 4.4, 4.5) through a real Environment and real processes."""
+"""input_command (reference 3.3, 4.4, 4.5) through a real Environment and real processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""input_subagent (spec 3.9) through a real Environment, with fake child sessions."""
+"""input_subagent (reference 3.9) through a real Environment, with fake child sessions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kill_command (spec 3.4, 4.11) through a real Environment and real processes."""
+"""kill_command (reference 3.4, 4.11) through a real Environment and real processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""kill_subagent (spec 3.10) through a real Environment, with fake child sessions."""
+"""kill_subagent (reference 3.10) through a real Environment, with fake child sessions."""
 
 from __future__ import annotations
 

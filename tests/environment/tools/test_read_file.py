@@ -1,4 +1,4 @@
-"""read_file (spec 3.5), driven through a real ToolContext on real files."""
+"""read_file (reference 3.5), driven through a real ToolContext on real files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""read_image (spec 3.11), the shared image loading, and the optional downscaling.
+"""read_image (reference 3.11), the shared image loading, and the optional downscaling.
 
 Local files are real files in a temporary workspace; URLs are served by a small
 Trio + h11 server on 127.0.0.1 (below) whose every behaviour a test can wait on

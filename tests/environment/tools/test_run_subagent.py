@@ -1,4 +1,4 @@
-"""run_subagent (spec 3.8) through a real Environment, with fake child sessions."""
+"""run_subagent (reference 3.8) through a real Environment, with fake child sessions."""
 
 from __future__ import annotations
 

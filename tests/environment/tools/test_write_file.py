@@ -1,4 +1,4 @@
-"""write_file (spec 3.7), driven through a real ToolContext on real files."""
+"""write_file (reference 3.7), driven through a real ToolContext on real files."""
 
 from __future__ import annotations
 
