@@ -72,9 +72,9 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:
-    from penguin._lazy import lazy_attributes
+    from penguin import _lazy
 
-    __getattr__, __dir__ = lazy_attributes(
+    __getattr__, __dir__ = _lazy.lazy_attributes(
         __name__,
         {
             "Agent": ".agent",

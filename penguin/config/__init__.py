@@ -132,12 +132,12 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:
-    from penguin._lazy import lazy_attributes
+    from penguin import _lazy
 
     # A project's and an agent's files are edited with tomlkit, which costs more to
     # import than the rest of this package; running a tool needs neither, so these
     # names load their module on first use.
-    __getattr__, __dir__ = lazy_attributes(
+    __getattr__, __dir__ = _lazy.lazy_attributes(
         __name__,
         {
             "KNOWN_BASE_URLS": "._project",

@@ -198,11 +198,11 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:
-    from penguin._lazy import lazy_attributes
+    from penguin import _lazy
 
     # The codec builds its cattrs converter when imported, the slowest step of this
     # package, and running a tool needs no JSON codec: its names load on first use.
-    __getattr__, __dir__ = lazy_attributes(
+    __getattr__, __dir__ = _lazy.lazy_attributes(
         __name__,
         dict.fromkeys(("converter", "dumps", "from_dict", "loads", "to_dict"), "._codec"),
     )
