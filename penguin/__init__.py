@@ -19,30 +19,36 @@ PenguinHarness protocol. The main entry points::
 
 Subpackages users import: ``penguin.protocol``, ``penguin.config``, ``penguin.llm``,
 ``penguin.approval``, ``penguin.trace`` and ``penguin.engine``. Everything else is
-private and may move.
+private and may move. ``import penguin`` itself is cheap: each of these names loads
+its module the first time it is used.
 """
 
 from __future__ import annotations
 
-from penguin import approval as approval
-from penguin import config as config
-from penguin import engine as engine
-from penguin import llm as llm
-from penguin import protocol as protocol
-from penguin import trace as trace
-from penguin.agent import Agent as Agent
-from penguin.agent import Session as Session
-from penguin.agent import SessionNotFoundError as SessionNotFoundError
-from penguin.config import ToolDefinitionConfig as ToolDefinitionConfig
-from penguin.environment import Environment as Environment
-from penguin.environment import EnvironmentClosedError as EnvironmentClosedError
-from penguin.environment import EnvironmentConfig as EnvironmentConfig
-from penguin.environment import Tool as Tool
-from penguin.environment import ToolContext as ToolContext
-from penguin.environment import ToolResult as ToolResult
-from penguin.environment import WorkspaceError as WorkspaceError
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0.dev0"
+from penguin._version import __version__ as __version__
+
+if TYPE_CHECKING:
+    # What type checkers and IDEs see; at run time the same names load on first use
+    # (``__getattr__`` below), so ``import penguin`` and ``penguin --version`` stay cheap.
+    from penguin import approval as approval
+    from penguin import config as config
+    from penguin import engine as engine
+    from penguin import llm as llm
+    from penguin import protocol as protocol
+    from penguin import trace as trace
+    from penguin.agent import Agent as Agent
+    from penguin.agent import Session as Session
+    from penguin.agent import SessionNotFoundError as SessionNotFoundError
+    from penguin.config import ToolDefinitionConfig as ToolDefinitionConfig
+    from penguin.environment import Environment as Environment
+    from penguin.environment import EnvironmentClosedError as EnvironmentClosedError
+    from penguin.environment import EnvironmentConfig as EnvironmentConfig
+    from penguin.environment import Tool as Tool
+    from penguin.environment import ToolContext as ToolContext
+    from penguin.environment import ToolResult as ToolResult
+    from penguin.environment import WorkspaceError as WorkspaceError
 
 __all__ = [
     "Agent",
@@ -64,3 +70,29 @@ __all__ = [
     "protocol",
     "trace",
 ]
+
+if not TYPE_CHECKING:
+    from penguin import _lazy
+
+    __getattr__, __dir__ = _lazy.lazy_attributes(
+        __name__,
+        {
+            "Agent": ".agent",
+            "Session": ".agent",
+            "SessionNotFoundError": ".agent",
+            "ToolDefinitionConfig": ".config",
+            "Environment": ".environment",
+            "EnvironmentClosedError": ".environment",
+            "EnvironmentConfig": ".environment",
+            "Tool": ".environment",
+            "ToolContext": ".environment",
+            "ToolResult": ".environment",
+            "WorkspaceError": ".environment",
+            "approval": ".approval",
+            "config": ".config",
+            "engine": ".engine",
+            "llm": ".llm",
+            "protocol": ".protocol",
+            "trace": ".trace",
+        },
+    )

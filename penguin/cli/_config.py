@@ -34,7 +34,7 @@ from penguin.config import (
     ProjectConfig,
 )
 
-__all__ = ["register"]
+__all__ = ["configure"]
 
 _PROG: Final = "penguin config"
 
@@ -45,26 +45,22 @@ class _UsageError(ValueError):
     """Input the command cannot act on; reported as one line, exit 1."""
 
 
-def register(commands: Any) -> None:
-    """Add the ``config`` subcommand to ``commands`` (an argparse subparsers action)."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "config",
-        help="configure the project's models and the agent's vault",
-        description=_wrapped(
-            "Edit a project's models (.project_config.toml) and an agent's vault "
-            "(agent_state/.vault.toml). Comments and hand edits in the files are kept."
-        ),
-        epilog=(
-            "examples:\n"
-            "  penguin config model add --provider openai --model-id gpt-4o "
-            "--api-key-env OPENAI_API_KEY --set-default\n"
-            "  penguin config model list\n"
-            "  penguin config vault set GITHUB_TOKEN < token.txt\n"
-            "\n"
-            "Files live under $PENGUIN_HOME (default ~/.penguin/data), or --root DIR."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Fill in the ``config`` subcommand's parser (``penguin config --help``)."""
+    parser.description = _wrapped(
+        "Edit a project's models (.project_config.toml) and an agent's vault "
+        "(agent_state/.vault.toml). Comments and hand edits in the files are kept."
     )
+    parser.epilog = (
+        "examples:\n"
+        "  penguin config model add --provider openai --model-id gpt-4o "
+        "--api-key-env OPENAI_API_KEY --set-default\n"
+        "  penguin config model list\n"
+        "  penguin config vault set GITHUB_TOKEN < token.txt\n"
+        "\n"
+        "Files live under $PENGUIN_HOME (default ~/.penguin/data), or --root DIR."
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.set_defaults(handler=_print_help(parser))
     sections = parser.add_subparsers(dest="config_section", metavar="SECTION")
 

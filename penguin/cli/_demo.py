@@ -15,7 +15,7 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import trio
 
@@ -25,7 +25,7 @@ from penguin.llm import LLMRequest, ScriptedLLM, Turn, text, thinking, tool_call
 from ._run import add_approval_options, approval_mode_of, run_task, under_controls
 from ._signals import Controls
 
-__all__ = ["demo_llm", "register"]
+__all__ = ["configure", "demo_llm"]
 
 SCRIPT: Final = """\
 import time
@@ -119,16 +119,12 @@ def demo_llm() -> ScriptedLLM:
     )
 
 
-def register(commands: Any) -> None:
-    """Add the ``demo`` subcommand."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "demo",
-        help="run a scripted task end to end (no model, no network needed)",
-        description=(
-            "Run a real session on a scripted model in a temporary workspace: it writes "
-            "and fixes a script, runs it so it moves to the background, polls it, and "
-            "finishes. Prints where the trace is."
-        ),
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Fill in the ``demo`` subcommand's parser (``penguin demo --help``)."""
+    parser.description = (
+        "Run a real session on a scripted model in a temporary workspace: it writes "
+        "and fixes a script, runs it so it moves to the background, polls it, and "
+        "finishes. Prints where the trace is."
     )
     add_approval_options(parser)
     parser.add_argument(

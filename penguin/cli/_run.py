@@ -18,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
 import trio
 
@@ -45,7 +45,7 @@ __all__ = [
     "add_agent_options",
     "add_approval_options",
     "approval_mode_of",
-    "register",
+    "configure",
     "run_task",
     "under_controls",
 ]
@@ -94,21 +94,17 @@ def approval_mode_of(args: argparse.Namespace) -> ApprovalMode | None:
         return None
 
 
-def register(commands: Any) -> None:
-    """Add the ``run`` subcommand."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "run",
-        help="run one task with the configured model",
-        description="Run one task: the model works in the workspace with penguin's tools.",
-        epilog=(
-            "examples:\n"
-            '  penguin run -m "List the Python files and count their lines"\n'
-            '  penguin run -m "Fix the failing test" --workspace ~/src/app --approve always-ask\n'
-            "\nexit status: 0 completed, 1 bad usage, 3 model failure, 4 auth, "
-            "5 max_turns, 130 interrupted"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Fill in the ``run`` subcommand's parser (``penguin run --help``)."""
+    parser.description = "Run one task: the model works in the workspace with penguin's tools."
+    parser.epilog = (
+        "examples:\n"
+        '  penguin run -m "List the Python files and count their lines"\n'
+        '  penguin run -m "Fix the failing test" --workspace ~/src/app --approve always-ask\n'
+        "\nexit status: 0 completed, 1 bad usage, 3 model failure, 4 auth, "
+        "5 max_turns, 130 interrupted"
     )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("-m", "--message", required=True, metavar="TEXT", help="the task")
     parser.add_argument(
         "--workspace",

@@ -14,7 +14,7 @@ import argparse
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import trio
 
@@ -24,27 +24,23 @@ from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
 
 from ._signals import Controls
 
-__all__ = ["register", "run_tool"]
+__all__ = ["configure", "run_tool"]
 
 
-def register(commands: Any) -> None:
-    """Add the ``tool`` subcommand to ``commands`` (an argparse subparsers action)."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "tool",
-        help="run one tool call through the Environment (no model needed)",
-        description=(
-            "Run one tool call through a real Environment and stream its output. "
-            "Exit status: 0 when the call completed, 1 otherwise."
-        ),
-        epilog=(
-            "examples:\n"
-            '  penguin tool read_file \'{"file_path": "README.md", "limit": 20}\'\n'
-            '  penguin tool write_file \'{"file_path": "notes/todo.txt", "content": "hi\\n"}\'\n'
-            '  echo \'{"file_path": "a.txt"}\' | penguin tool read_file -\n'
-            "  penguin tool --list"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Fill in the ``tool`` subcommand's parser (``penguin tool --help``)."""
+    parser.description = (
+        "Run one tool call through a real Environment and stream its output. "
+        "Exit status: 0 when the call completed, 1 otherwise."
     )
+    parser.epilog = (
+        "examples:\n"
+        '  penguin tool read_file \'{"file_path": "README.md", "limit": 20}\'\n'
+        '  penguin tool write_file \'{"file_path": "notes/todo.txt", "content": "hi\\n"}\'\n'
+        '  echo \'{"file_path": "a.txt"}\' | penguin tool read_file -\n'
+        "  penguin tool --list"
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("name", nargs="?", metavar="NAME", help="the tool to call")
     parser.add_argument(
         "arguments",

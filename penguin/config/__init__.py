@@ -21,6 +21,8 @@ Users import from here; the private modules may move::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._defaults import SUBAGENT_TOOL_NAMES as SUBAGENT_TOOL_NAMES
 from ._defaults import default_tools as default_tools
 from ._errors import ConfigError as ConfigError
@@ -37,18 +39,6 @@ from ._paths import data_root as data_root
 from ._paths import new_session_id as new_session_id
 from ._paths import new_temp_workspace as new_temp_workspace
 from ._paths import validate_id as validate_id
-from ._project import KNOWN_BASE_URLS as KNOWN_BASE_URLS
-from ._project import ModelEntry as ModelEntry
-from ._project import ModelKey as ModelKey
-from ._project import ProjectConfig as ProjectConfig
-from ._project import add_model as add_model
-from ._project import clear_vision_model as clear_vision_model
-from ._project import load_project_config as load_project_config
-from ._project import remove_model as remove_model
-from ._project import resolve_model as resolve_model
-from ._project import save_project_config as save_project_config
-from ._project import set_default_model as set_default_model
-from ._project import set_vision_model as set_vision_model
 from ._prompt import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from ._prompt import agents_md_block as agents_md_block
 from ._prompt import render_system_prompt as render_system_prompt
@@ -67,11 +57,25 @@ from ._tools import DEFAULT_TIMEOUT_MS as DEFAULT_TIMEOUT_MS
 from ._tools import ForModel as ForModel
 from ._tools import Permission as Permission
 from ._tools import ToolDefinitionConfig as ToolDefinitionConfig
-from ._vault import list_vault_keys as list_vault_keys
-from ._vault import load_vault as load_vault
-from ._vault import remove_vault as remove_vault
-from ._vault import set_vault as set_vault
-from ._vault import validate_env_name as validate_env_name
+
+if TYPE_CHECKING:
+    from ._project import KNOWN_BASE_URLS as KNOWN_BASE_URLS
+    from ._project import ModelEntry as ModelEntry
+    from ._project import ModelKey as ModelKey
+    from ._project import ProjectConfig as ProjectConfig
+    from ._project import add_model as add_model
+    from ._project import clear_vision_model as clear_vision_model
+    from ._project import load_project_config as load_project_config
+    from ._project import remove_model as remove_model
+    from ._project import resolve_model as resolve_model
+    from ._project import save_project_config as save_project_config
+    from ._project import set_default_model as set_default_model
+    from ._project import set_vision_model as set_vision_model
+    from ._vault import list_vault_keys as list_vault_keys
+    from ._vault import load_vault as load_vault
+    from ._vault import remove_vault as remove_vault
+    from ._vault import set_vault as set_vault
+    from ._vault import validate_env_name as validate_env_name
 
 __all__ = [
     "DEFAULT_AGENT_ID",
@@ -126,3 +130,32 @@ __all__ = [
     "validate_id",
     "write_system_config",
 ]
+
+if not TYPE_CHECKING:
+    from penguin import _lazy
+
+    # A project's and an agent's files are edited with tomlkit, which costs more to
+    # import than the rest of this package; running a tool needs neither, so these
+    # names load their module on first use.
+    __getattr__, __dir__ = _lazy.lazy_attributes(
+        __name__,
+        {
+            "KNOWN_BASE_URLS": "._project",
+            "ModelEntry": "._project",
+            "ModelKey": "._project",
+            "ProjectConfig": "._project",
+            "add_model": "._project",
+            "clear_vision_model": "._project",
+            "load_project_config": "._project",
+            "remove_model": "._project",
+            "resolve_model": "._project",
+            "save_project_config": "._project",
+            "set_default_model": "._project",
+            "set_vision_model": "._project",
+            "list_vault_keys": "._vault",
+            "load_vault": "._vault",
+            "remove_vault": "._vault",
+            "set_vault": "._vault",
+            "validate_env_name": "._vault",
+        },
+    )

@@ -13,6 +13,8 @@ the wire names. Nothing in this package does I/O.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._aggregate import PartialAggregator as PartialAggregator
 from ._aggregate import aggregate_all as aggregate_all
 from ._builders import abort as abort
@@ -42,11 +44,6 @@ from ._builders import tool_call_output as tool_call_output
 from ._builders import tool_list_ready as tool_list_ready
 from ._builders import user_text as user_text
 from ._builders import with_origin as with_origin
-from ._codec import converter as converter
-from ._codec import dumps as dumps
-from ._codec import from_dict as from_dict
-from ._codec import loads as loads
-from ._codec import to_dict as to_dict
 from ._errors import ProtocolError as ProtocolError
 from ._guards import is_complete_model_message as is_complete_model_message
 from ._guards import is_event as is_event
@@ -101,6 +98,13 @@ from ._types import ToolCallOutputPayload as ToolCallOutputPayload
 from ._types import ToolCallPayload as ToolCallPayload
 from ._types import ToolDefinition as ToolDefinition
 from ._types import ToolListReadyPayload as ToolListReadyPayload
+
+if TYPE_CHECKING:
+    from ._codec import converter as converter
+    from ._codec import dumps as dumps
+    from ._codec import from_dict as from_dict
+    from ._codec import loads as loads
+    from ._codec import to_dict as to_dict
 
 __all__ = [
     "AbortPayload",
@@ -192,3 +196,13 @@ __all__ = [
     "user_text",
     "with_origin",
 ]
+
+if not TYPE_CHECKING:
+    from penguin import _lazy
+
+    # The codec builds its cattrs converter when imported, the slowest step of this
+    # package, and running a tool needs no JSON codec: its names load on first use.
+    __getattr__, __dir__ = _lazy.lazy_attributes(
+        __name__,
+        dict.fromkeys(("converter", "dumps", "from_dict", "loads", "to_dict"), "._codec"),
+    )

@@ -67,7 +67,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Final
 
 import attrs
-import httpx
 import trio
 
 from penguin.config import ImageSettings
@@ -119,7 +118,8 @@ _SHRINK_STEP: Final = 0.75
 _SHRINK_ATTEMPTS: Final = 12
 _READ_CHUNK: Final = 1024 * 1024
 _SHOWN_DATA_URL_CHARS: Final = 48
-_HTTP_TIMEOUT: Final = httpx.Timeout(30.0, connect=10.0)
+_HTTP_TIMEOUT_S: Final = 30.0
+_HTTP_CONNECT_TIMEOUT_S: Final = 10.0
 _EXTENSIONS: Final = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -520,9 +520,14 @@ async def download_image(source: str, *, limit: int = IMAGE_SIZE_LIMIT) -> tuple
     read; a body that grows past ``limit`` is abandoned there. Cancellation (an
     interrupt, a timeout) abandons the request at once.
     """
+    # httpx is imported here, not at the top: every Environment loads this module (for
+    # read_image and describe_image), and only a download needs the HTTP client.
+    import httpx
+
+    timeout = httpx.Timeout(_HTTP_TIMEOUT_S, connect=_HTTP_CONNECT_TIMEOUT_S)
     try:
         async with (
-            httpx.AsyncClient(follow_redirects=True, timeout=_HTTP_TIMEOUT) as client,
+            httpx.AsyncClient(follow_redirects=True, timeout=timeout) as client,
             client.stream("GET", source, headers={"Accept": "image/*"}) as response,
         ):
             if not response.is_success:

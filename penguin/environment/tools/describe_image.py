@@ -31,7 +31,7 @@ from .._contract import ToolContext, ToolResult, ToolServices, VisionResponse, V
 from ._args import fail, required_string
 from ._images import ImageError, downscale_unavailable_note, load_image
 
-__all__ = ["DEFAULT_PROMPT", "NO_VISION_MODEL", "DescribeImageTool"]
+__all__ = ["DEFAULT_PROMPT", "NO_TEXT", "NO_VISION_MODEL", "TOOL_NAME", "DescribeImageTool"]
 
 TOOL_NAME: Final = "describe_image"
 

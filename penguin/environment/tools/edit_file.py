@@ -46,7 +46,13 @@ from ._files import (
     write_atomically,
 )
 
-__all__ = ["EditFileTool", "check_arguments", "edit_file_blocking", "find_occurrences"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "EditFileTool",
+    "check_arguments",
+    "edit_file_blocking",
+    "find_occurrences",
+]
 
 DEFAULT_BUDGET: Final = 16000
 

@@ -27,7 +27,7 @@ from ..supervisor import CommandSession, SpawnError, report_label
 from ._args import clamp_yield_time_ms, fail, required_string
 from ._command_tool import CommandTool
 
-__all__ = ["ExecCommandTool", "exit_result"]
+__all__ = ["DEFAULT_YIELD_MS", "ExecCommandTool", "exit_result"]
 
 DEFAULT_YIELD_MS: Final = 60_000
 

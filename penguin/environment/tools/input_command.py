@@ -17,7 +17,7 @@ from ._args import clamp_yield_time_ms, fail
 from ._command_tool import CommandTool
 from .exec_command import exit_result
 
-__all__ = ["InputCommandTool"]
+__all__ = ["CTRL_C", "POLL_YIELD_MS", "WRITE_YIELD_MS", "InputCommandTool"]
 
 CTRL_C: Final = "\u0003"
 POLL_YIELD_MS: Final = 120_000

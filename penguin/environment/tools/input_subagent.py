@@ -21,7 +21,7 @@ from ..supervisor import SubagentStartError
 from ._args import clamp_yield_time_ms, fail
 from ._subagent_tool import SubagentTool, approval_hint
 
-__all__ = ["InputSubagentTool"]
+__all__ = ["POLL_YIELD_MS", "PROMPT_YIELD_MS", "InputSubagentTool"]
 
 PROMPT_YIELD_MS: Final = 300_000
 POLL_YIELD_MS: Final = 10_000

@@ -59,6 +59,13 @@ from ._files import (
 )
 
 __all__ = [
+    "BUDGET_RESERVE",
+    "CHUNK_SIZE",
+    "DEFAULT_BUDGET",
+    "DEFAULT_LIMIT",
+    "DEFAULT_OFFSET",
+    "LINE_BYTE_LIMIT",
+    "SCAN_CAP",
     "ReadFileTool",
     "ScanResult",
     "WindowLine",
@@ -66,6 +73,7 @@ __all__ = [
     "coerce_offset",
     "js_json",
     "js_number_text",
+    "read_file_blocking",
     "render_window",
     "scan_lines",
 ]

@@ -21,7 +21,7 @@ from .._contract import ToolContext, ToolResult, ToolServices
 from ._args import fail, required_string
 from ._images import ImageError, downscale_unavailable_note, load_image
 
-__all__ = ["ReadImageTool"]
+__all__ = ["TOOL_NAME", "ReadImageTool"]
 
 TOOL_NAME: Final = "read_image"
 

@@ -30,7 +30,7 @@ from ..supervisor import SubagentSession, SubagentSupervisor, report_label
 from ._args import clamp_yield_time_ms, fail
 from ._subagent_tool import SubagentTool, approval_hint, exit_result
 
-__all__ = ["THINKING_LEVELS", "RunSubagentTool"]
+__all__ = ["DEFAULT_YIELD_MS", "THINKING_LEVELS", "RunSubagentTool"]
 
 DEFAULT_YIELD_MS: Final = 300_000
 THINKING_LEVELS: Final = ("low", "medium", "high", "xhigh", "max")

@@ -51,7 +51,7 @@ from ._files import (
     write_atomically,
 )
 
-__all__ = ["WriteFileTool", "write_file_blocking"]
+__all__ = ["DEFAULT_BUDGET", "DIFF_SOURCE_LIMIT", "WriteFileTool", "write_file_blocking"]
 
 DEFAULT_BUDGET: Final = 16000
 DIFF_SOURCE_LIMIT: Final = 1024 * 1024
