@@ -25,7 +25,6 @@ casing, as the spec says.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -36,6 +35,8 @@ from typing import Final, Literal, TypeAlias
 
 import attrs
 import trio
+
+from penguin._log import logger as _logger
 
 __all__ = [
     "HARDENED",
@@ -50,8 +51,6 @@ __all__ = [
     "resolve_login_environment",
     "resolve_shell",
 ]
-
-_logger: Final = logging.getLogger("penguin")
 
 STRIPPED_KEYS: Final[frozenset[str]] = frozenset(
     {
