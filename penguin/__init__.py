@@ -30,6 +30,7 @@ from penguin import engine as engine
 from penguin import llm as llm
 from penguin import protocol as protocol
 from penguin import trace as trace
+from penguin._errors import PenguinError as PenguinError
 from penguin.agent import Agent as Agent
 from penguin.agent import Session as Session
 from penguin.agent import SessionNotFoundError as SessionNotFoundError
@@ -49,6 +50,7 @@ __all__ = [
     "Environment",
     "EnvironmentClosedError",
     "EnvironmentConfig",
+    "PenguinError",
     "Session",
     "SessionNotFoundError",
     "Tool",

@@ -36,6 +36,7 @@ from typing import Final, Literal, TypeAlias
 import attrs
 import trio
 
+from penguin._errors import PenguinError
 from penguin._log import logger as _logger
 
 __all__ = [
@@ -224,8 +225,8 @@ _PROBE_GRACE: Final = 1.0
 file it removes on exit — pyenv's rehash does — which SIGKILL would leave stale)."""
 
 
-class _DumpTooLarge(Exception):
-    pass
+class _DumpTooLarge(PenguinError):
+    """The login probe printed more than `_DUMP_LIMIT` bytes: the probe has failed."""
 
 
 async def _read_dump(stream: trio.abc.ReceiveStream, end: bytes) -> bytes:
