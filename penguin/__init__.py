@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from penguin._errors import PenguinError as PenguinError
 from penguin._version import __version__ as __version__
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ __all__ = [
     "Environment",
     "EnvironmentClosedError",
     "EnvironmentConfig",
+    "PenguinError",
     "Session",
     "SessionNotFoundError",
     "Tool",

@@ -1,9 +1,13 @@
-"""Diagnostics for the operator, never for the model.
+"""Diagnostics for the operator, never for the model: the one home of penguin's logger.
 
 The spec sends some lines to stderr (an ignored message, a failed archive, a
 throwing approver). They go through the ``penguin`` logger: with no logging
 configured, Python's last-resort handler prints the bare message on stderr, which is
 exactly the spec's line; an embedding application can route them anywhere.
+
+Every module that logs takes the logger from here, never from ``logging.getLogger``
+itself: :func:`warn` for a line already in its final wording, :data:`logger` for a
+``%``-style line whose arguments are formatted only if the line is emitted.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Final
 __all__ = ["logger", "warn"]
 
 logger: Final = logging.getLogger("penguin")
+"""The ``penguin`` logger; everything penguin logs is a warning on it."""
 
 
 def warn(line: str) -> None:

@@ -43,6 +43,7 @@ import trio
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
+from penguin._errors import SessionNotFoundError
 from penguin.approval import CommandPolicy
 from penguin.engine import CompactionSettings, Engine, Ledger, RunStream, TraceRecorder
 from penguin.environment import (
@@ -61,10 +62,6 @@ _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
 MAX_SUBAGENT_DEPTH: Final = 1
 """Sessions below a top-level one: a child (depth 1) spawns no subagent of its own."""
-
-
-class SessionNotFoundError(LookupError):
-    """No trace of that session id under this agent."""
 
 
 @attrs.define(eq=False)

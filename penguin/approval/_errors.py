@@ -2,10 +2,10 @@
 
 ::
 
-    Exception
-     └── ValueError
-          ├── ApprovalModeError    a text is not one of the four approval modes
-          └── PolicyPatternError   a command-policy rule's pattern is not a valid regex
+    PenguinError              the root of every penguin exception (penguin._errors)
+     ├── ApprovalModeError    (also ValueError) a text is not one of the four approval modes
+     └── PolicyPatternError   (also ValueError) a command-policy rule's pattern is not a
+                              valid regex
 
 Approving a tool call never raises: an approver that fails is a ``deny``
 (:func:`penguin.approval.consult`). These exceptions are about *configuring*
@@ -14,10 +14,12 @@ approval wrongly, and their messages say how to put it right.
 
 from __future__ import annotations
 
+from penguin._errors import PenguinError
+
 __all__ = ["ApprovalModeError", "PolicyPatternError"]
 
 
-class ApprovalModeError(ValueError):
+class ApprovalModeError(PenguinError, ValueError):
     """The text given as an approval mode is none of the four modes.
 
     The message is the spec's line (5.6); ``value`` is the text exactly as given,
@@ -31,7 +33,7 @@ class ApprovalModeError(ValueError):
         self.value = value
 
 
-class PolicyPatternError(ValueError):
+class PolicyPatternError(PenguinError, ValueError):
     """A command-policy rule's ``pattern`` does not compile as a Python regular expression.
 
     ``rule`` names the rule, ``pattern`` is the offending text and ``reason`` is the

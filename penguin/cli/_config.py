@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from penguin import config
+from penguin._errors import PenguinError
 from penguin.config import (
     DEFAULT_AGENT_ID,
     DEFAULT_PROJECT_ID,
@@ -41,7 +42,7 @@ _PROG: Final = "penguin config"
 Handler = Callable[[argparse.Namespace], int]
 
 
-class _UsageError(ValueError):
+class _UsageError(PenguinError, ValueError):
     """Input the command cannot act on; reported as one line, exit 1."""
 
 

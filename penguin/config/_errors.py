@@ -2,8 +2,9 @@
 
 ::
 
-    ValueError
-     └── ConfigError   a configuration file is missing, unreadable, not YAML, or holds a bad value
+    PenguinError       the root of every penguin exception (penguin._errors)
+     └── ConfigError   (also ValueError) a configuration file is missing, unreadable,
+                       not YAML, or holds a bad value
 
 A :class:`ConfigError` carries where the problem is — ``path``, ``line`` (1-based,
 or None when no line applies) and ``field`` (a dotted path such as
@@ -23,6 +24,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from penguin._errors import PenguinError
+
 __all__ = ["ConfigError", "format_location"]
 
 
@@ -32,7 +35,7 @@ def format_location(path: str, line: int | None, field: str | None) -> str:
     return where if field is None else f"{where}: {field}"
 
 
-class ConfigError(ValueError):
+class ConfigError(PenguinError, ValueError):
     """A configuration file that cannot be used as it is.
 
     Attributes: ``path`` (the file, as given), ``line`` (1-based or None), ``field``

@@ -12,13 +12,14 @@ the line and the field, and the valid entries around it are kept.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from typing import Final, Literal, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import attrs
+
+from penguin._log import logger as _logger
 
 from ._errors import ConfigError
 from ._yaml import (
@@ -44,8 +45,6 @@ __all__ = [
 McpPermission: TypeAlias = Literal["auto", "r", "rw"]
 
 DEFAULT_MCP_CONNECT_TIMEOUT_MS: Final = 10_000
-
-_logger = logging.getLogger("penguin")
 
 _SERVER_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _ENTRY_KEYS: Final = ("name", "config")

@@ -71,7 +71,6 @@ __all__ = [
 
 Message: TypeAlias = om.OmniMessage[om.Payload]
 ToolCall: TypeAlias = om.OmniMessage[om.ToolCallPayload]
-_Emit: TypeAlias = Callable[[Message], Awaitable[None]]
 RunStatus: TypeAlias = Literal[
     "completed", "aborted", "failed", "timeout", "malformed", "auth", "max_turns"
 ]

@@ -2,8 +2,9 @@
 
 ::
 
-    RuntimeError
-     └── EngineBusyError   a run (or a compaction) is already live on this session
+    PenguinError           the root of every penguin exception (penguin._errors)
+     └── EngineBusyError   (also RuntimeError) a run (or a compaction) is already live
+                           on this session
 
 Nothing the model, a tool or the network does raises out of a run: those outcomes
 are messages with a ``stop_reason`` and the run's :class:`~penguin.engine.RunResult`.
@@ -11,8 +12,10 @@ are messages with a ``stop_reason`` and the run's :class:`~penguin.engine.RunRes
 
 from __future__ import annotations
 
+from penguin._errors import PenguinError
+
 __all__ = ["EngineBusyError"]
 
 
-class EngineBusyError(RuntimeError):
+class EngineBusyError(PenguinError, RuntimeError):
     """A session runs one Task at a time: steer the live one, or wait for it to end."""

@@ -44,7 +44,6 @@ TURN_ABORTED: Final = "turn_aborted"
 TURN_RETRIED: Final = "turn_retried"
 USER_STEERING: Final = "user_steering"
 CONTEXT_SUMMARY: Final = "context_summary"
-SUMMARY: Final = "summary"
 
 _SUMMARY_PATTERNS: Final = (
     re.compile(r"\[summary\]([\s\S]*?)\[/summary\]"),

@@ -16,7 +16,6 @@ they never reach the engine.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,11 +24,10 @@ from typing import Final
 import trio
 
 from penguin import protocol as om
+from penguin._log import logger as _logger
 from penguin.trace import TraceWriter, is_recordable
 
 __all__ = ["TraceRecorder"]
-
-_logger: Final = logging.getLogger("penguin")
 
 _FLUSH_BOUND: Final = 30.0
 """How long closing may take to write what is still queued."""

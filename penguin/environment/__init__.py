@@ -23,6 +23,7 @@ from ._environment import Environment as Environment
 from ._environment import EnvironmentConfig as EnvironmentConfig
 from ._errors import EnvironmentClosedError as EnvironmentClosedError
 from ._errors import SubagentSpawnError as SubagentSpawnError
+from ._errors import SubagentStartError as SubagentStartError
 from ._errors import WorkspaceError as WorkspaceError
 from .supervisor import BackgroundCommand as BackgroundCommand
 from .supervisor import BackgroundReport as BackgroundReport
@@ -43,6 +44,7 @@ __all__ = [
     "SubagentRoundResult",
     "SubagentRunner",
     "SubagentSpawnError",
+    "SubagentStartError",
     "Tool",
     "ToolContext",
     "ToolFactory",

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import logging
 import os
 import re
 from collections import deque
@@ -43,6 +42,8 @@ from typing import Final, final
 
 import attrs
 import trio
+
+from penguin._log import logger as _logger
 
 __all__ = [
     "ARCHIVE_BUDGET",
@@ -72,7 +73,6 @@ _TAIL_SLACK: Final = 64 * 1024
 _UNSAFE_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 _SAFE_NAME_MAX: Final = 48
 _FILE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-_logger: Final = logging.getLogger("penguin")
 
 
 def _settle_surrogates(text: str) -> str:

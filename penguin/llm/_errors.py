@@ -2,7 +2,7 @@
 
 ::
 
-    Exception
+    PenguinError           the root of every penguin exception (penguin._errors)
      └── LLMStreamError    a request ended abnormally; ``status`` is its stop reason
 
 Nothing here crosses the :class:`~penguin.llm.LLM` interface: a client raises
@@ -14,11 +14,12 @@ event, a stalled read) and collapses it, in one place, into the response's
 from __future__ import annotations
 
 from penguin import protocol as om
+from penguin._errors import PenguinError
 
 __all__ = ["LLMStreamError"]
 
 
-class LLMStreamError(Exception):
+class LLMStreamError(PenguinError):
     """The request failed; ``status`` says how (``timeout`` is worth retrying, ``auth`` is not)."""
 
     def __init__(self, status: om.StopReason, message: str) -> None:

@@ -42,7 +42,7 @@ import collections
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypeAlias, final
+from typing import Any, TypeAlias, final
 
 import attrs
 import trio
@@ -125,7 +125,6 @@ class ErrorStep:
 
 
 Step: TypeAlias = TextStep | ThinkingStep | ToolCallStep | PauseStep | UsageStep | ErrorStep
-_STEP_TYPES: Final = (TextStep, ThinkingStep, ToolCallStep, PauseStep, UsageStep, ErrorStep)
 
 
 @attrs.frozen

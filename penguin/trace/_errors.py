@@ -2,7 +2,7 @@
 
 ::
 
-    Exception
+    PenguinError                       the root of every penguin exception (penguin._errors)
      └── TraceError                    anything this package raises about a trace itself
           ├── MalformedTraceError      (also ValueError) a strict read met a line that is not
           │                            an OmniMessage before the end of the file
@@ -25,10 +25,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from penguin._errors import PenguinError
+
 __all__ = ["MalformedTraceError", "TraceAppendError", "TraceError"]
 
 
-class TraceError(Exception):
+class TraceError(PenguinError):
     """Base class of the errors this package raises about a trace file."""
 
 

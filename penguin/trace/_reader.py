@@ -27,10 +27,11 @@ It does not locate files (``_files``) or resume sessions.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from typing import Final, final
+
+from penguin._log import logger as _logger
 
 from .. import protocol as om
 from ._errors import MalformedTraceError
@@ -39,8 +40,6 @@ __all__ = ["REPORTED_LINE_NUMBERS", "MalformedLines", "iter_trace", "read_trace"
 
 REPORTED_LINE_NUMBERS: Final = 20
 """How many malformed line numbers the report lists before ``, …``."""
-
-_logger: Final = logging.getLogger("penguin")
 
 
 @final

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,6 +54,8 @@ from typing import Final, final
 
 import attrs
 import trio
+
+from penguin._log import logger as _logger
 
 from .. import protocol as om
 from ._errors import TraceAppendError
@@ -77,7 +78,6 @@ DIR_MODE: Final = 0o700
 
 _O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_CLOEXEC
-_logger: Final = logging.getLogger("penguin")
 
 
 def is_recordable(message: om.OmniMessage[om.Payload]) -> bool:

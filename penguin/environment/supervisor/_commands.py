@@ -45,6 +45,7 @@ from typing import Final, Literal
 import attrs
 import trio
 
+from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._process import (
@@ -86,17 +87,6 @@ _RELEASE_MARGIN: Final = 5.0
 """How long ending a tree may take beyond its grace period before the last resort."""
 
 Emit = Callable[[str], Awaitable[None]]
-
-
-class SpawnError(Exception):
-    """A command could not be started; the message is what the model is shown."""
-
-
-class SupervisorClosedError(SpawnError):
-    """The supervisor is closed; no new command starts."""
-
-    def __init__(self) -> None:
-        super().__init__("command session manager disposed")
 
 
 @attrs.frozen

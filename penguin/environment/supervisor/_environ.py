@@ -25,7 +25,6 @@ casing, as the spec says.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -36,6 +35,9 @@ from typing import Final, Literal, TypeAlias
 
 import attrs
 import trio
+
+from penguin._errors import PenguinError
+from penguin._log import logger as _logger
 
 __all__ = [
     "HARDENED",
@@ -50,8 +52,6 @@ __all__ = [
     "resolve_login_environment",
     "resolve_shell",
 ]
-
-_logger: Final = logging.getLogger("penguin")
 
 STRIPPED_KEYS: Final[frozenset[str]] = frozenset(
     {
@@ -225,8 +225,8 @@ _PROBE_GRACE: Final = 1.0
 file it removes on exit — pyenv's rehash does — which SIGKILL would leave stale)."""
 
 
-class _DumpTooLarge(Exception):
-    pass
+class _DumpTooLarge(PenguinError):
+    """The login probe printed more than `_DUMP_LIMIT` bytes: the probe has failed."""
 
 
 async def _read_dump(stream: trio.abc.ReceiveStream, end: bytes) -> bytes:

@@ -33,6 +33,8 @@ from typing import Final, Generic, TypeVar, final
 
 import attrs
 
+from .._errors import DuplicateSessionError
+
 __all__ = [
     "COMMAND_SESSION_CAP",
     "IDLE_REAP_AFTER",
@@ -50,16 +52,6 @@ IDLE_SWEEP_INTERVAL: Final = 60 * 60.0
 """Seconds between two idle sweeps: hourly."""
 
 S = TypeVar("S")
-
-
-class DuplicateSessionError(ValueError):
-    """A session id was registered twice; ids are unique for the registry's lifetime."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(
-            f"session {key!r} is already registered; remove it before registering it again"
-        )
-        self.key = key
 
 
 @attrs.define

@@ -56,6 +56,7 @@ from penguin._log import warn
 from penguin.config import DEFAULT_MAX_SPAWNED
 
 from .._contract import SubagentChild, SubagentRequest, SubagentRunner
+from .._errors import SubagentSpawnError, SubagentStartError, SubagentSupervisorClosedError
 from ._buffer import SUBAGENT_LABEL, UnreadBuffer
 from ._commands import BackgroundReport, report_output
 from ._registry import (
@@ -92,17 +93,6 @@ Message = om.OmniMessage[om.Payload]
 ToolCall = om.OmniMessage[om.ToolCallPayload]
 Emit = Callable[[str], Awaitable[None]]
 Forward = Callable[[Message], Awaitable[None]]
-
-
-class SubagentStartError(Exception):
-    """A round could not start; the message is what the model is shown."""
-
-
-class SubagentSupervisorClosedError(SubagentStartError):
-    """The supervisor is closed (disposed): nothing spawns or registers any more."""
-
-    def __init__(self) -> None:
-        super().__init__("subagent session manager disposed")
 
 
 # --------------------------------------------------------------------------- round outcome
@@ -380,11 +370,11 @@ class SubagentSession:
     # ------------------------------------------------------------------ rounds
 
     def start_round(self, prompt: str) -> None:
-        """Run ``prompt`` as a new round on the child; :class:`SubagentStartError` if not now."""
+        """Run ``prompt`` as a new round on the child; :class:`SubagentSpawnError` if not now."""
         if self._killed or self._nursery is None:
-            raise SubagentStartError("subagent session disposed")
+            raise SubagentSpawnError("subagent session disposed")
         if self.running:
-            raise SubagentStartError("subagent is still running")
+            raise SubagentSpawnError("subagent is still running")
         self.running = True
         self.exit = None
         self._idle = trio.Event()

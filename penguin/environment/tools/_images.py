@@ -17,7 +17,7 @@ chunk, and a downscale by abandoning its worker thread.
 The exceptions, one per way a load fails; ``str(exc)`` is the exact text the model
 sees (reference 3.11.2-3.11.5)::
 
-    Exception
+    PenguinError                     the root of every penguin exception (penguin._errors)
      └── ImageError                  .source
           ├── ImageReadError         a local file or data URL could not be read
           ├── ImageDownloadError     a network error or a non-2xx status (.status)
@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
+from penguin._errors import PenguinError
 from penguin.config import ImageSettings
 
 from ._files import describe_error, resolve_path
@@ -136,7 +137,7 @@ _SWAPPING_ORIENTATIONS: Final = frozenset({5, 6, 7, 8})
 # --- errors -------------------------------------------------------------------------------
 
 
-class ImageError(Exception):
+class ImageError(PenguinError):
     """An image could not be loaded; ``str(exc)`` is the text the model sees."""
 
     def __init__(self, message: str, *, source: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Final, final
 
 import trio
 
+from penguin._errors import PenguinError
 from penguin.config import ToolDefinitionConfig
 
 from .._contract import ToolContext, ToolResult, ToolServices
@@ -109,7 +110,7 @@ def _read_regular(path: str) -> bytes:
         os.close(fd)
 
 
-class _NotRegularError(Exception):
+class _NotRegularError(PenguinError):
     def __init__(self, kind: str) -> None:
         super().__init__(f"it is not a regular file ({kind}).")
 

@@ -17,7 +17,7 @@ from typing import Any, Final, final
 import trio
 
 from .._contract import ToolContext, ToolResult
-from ..supervisor import SubagentStartError
+from .._errors import SubagentSpawnError
 from ._args import clamp_yield_time_ms, fail
 from ._subagent_tool import SubagentTool, approval_hint
 
@@ -52,7 +52,7 @@ class InputSubagentTool(SubagentTool):
         if prompt is not None:
             try:
                 session.start_round(prompt)
-            except SubagentStartError as exc:
+            except SubagentSpawnError as exc:
                 return await fail(ctx, f"[input_subagent error: {exc}]")
         window = clamp_yield_time_ms(
             args.get("yield_time_ms"),

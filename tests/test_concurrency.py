@@ -1,0 +1,146 @@
+"""collapse_single: a group of one comes out as its exception, links intact (issue 10 item 4)."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+
+from penguin._concurrency import collapse_single
+
+
+async def in_a_nursery(*tasks: Callable[[], Awaitable[object]]) -> None:
+    """Run ``tasks`` in a nursery under collapse_single, as the Environment does."""
+    with collapse_single():
+        async with trio.open_nursery() as nursery:
+            for task in tasks:
+                nursery.start_soon(task)
+
+
+def collapsed(exc: BaseException) -> None:
+    """Raise ``exc`` under collapse_single."""
+    with collapse_single():
+        raise exc
+
+
+async def value_error_while_handling_a_key_error() -> None:
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        raise ValueError("inner")  # noqa: B904 -- the implicit context is the point
+
+
+async def test_10_4_the_context_of_the_one_exception_survives() -> None:
+    with pytest.raises(ValueError, match=r"^inner$") as caught:
+        await in_a_nursery(value_error_while_handling_a_key_error)
+    exc = caught.value
+    assert isinstance(exc.__context__, KeyError)
+    assert exc.__context__.args == ("outer",)
+    assert exc.__cause__ is None
+    assert not exc.__suppress_context__
+    shown = "".join(traceback.format_exception(exc))
+    assert "KeyError: 'outer'" in shown
+    assert "During handling of the above exception, another exception occurred" in shown
+    assert "ExceptionGroup" not in shown
+
+
+async def test_10_4_an_exception_without_context_gets_none_not_the_group() -> None:
+    async def alone() -> None:
+        raise ValueError("alone")
+
+    with pytest.raises(ValueError, match=r"^alone$") as caught:
+        await in_a_nursery(alone)
+    assert caught.value.__context__ is None
+    assert caught.value.__cause__ is None
+
+
+async def test_10_4_an_explicit_cause_is_kept() -> None:
+    cause = OSError("disk")
+
+    async def caused() -> None:
+        raise ValueError("caused") from cause
+
+    with pytest.raises(ValueError, match=r"^caused$") as caught:
+        await in_a_nursery(caused)
+    assert caught.value.__cause__ is cause
+    assert caught.value.__suppress_context__
+
+
+async def test_10_4_from_none_stays_silenced_over_the_same_context() -> None:
+    async def silenced() -> None:
+        try:
+            raise KeyError("hidden")
+        except KeyError:
+            raise ValueError("silenced") from None
+
+    with pytest.raises(ValueError, match=r"^silenced$") as caught:
+        await in_a_nursery(silenced)
+    assert caught.value.__cause__ is None
+    assert caught.value.__suppress_context__
+    assert isinstance(caught.value.__context__, KeyError)
+
+
+def test_10_4_nested_groups_of_one_unwrap_to_the_innermost() -> None:
+    inner = LookupError("deep")
+    with pytest.raises(LookupError) as caught:
+        collapsed(ExceptionGroup("a", [ExceptionGroup("b", [inner])]))
+    assert caught.value is inner
+    assert caught.value.__context__ is None
+
+
+def test_10_4_a_group_of_several_is_raised_unchanged() -> None:
+    group = ExceptionGroup("two", [ValueError("a"), KeyError("b")])
+    with pytest.raises(ExceptionGroup) as caught:
+        collapsed(group)
+    assert caught.value is group
+    assert [type(e) for e in caught.value.exceptions] == [ValueError, KeyError]
+
+
+def test_10_4_a_group_holding_a_group_of_several_is_raised_unchanged() -> None:
+    group = ExceptionGroup("outer", [ExceptionGroup("two", [ValueError("a"), KeyError("b")])])
+    with pytest.raises(ExceptionGroup) as caught:
+        collapsed(group)
+    assert caught.value is group
+
+
+def test_10_4_a_plain_exception_passes_untouched() -> None:
+    plain = KeyError("plain")
+    with pytest.raises(KeyError) as caught:
+        collapsed(plain)
+    assert caught.value is plain
+    assert caught.value.__context__ is None
+
+
+async def test_10_4_cancellation_still_reaches_its_scope() -> None:
+    # One task cancelled: the nursery's group of one Cancelled collapses to it.
+    with trio.move_on_after(0.01) as one:
+        await in_a_nursery(trio.sleep_forever)
+    assert one.cancelled_caught
+
+    # Several tasks cancelled at once: a group of several, still the scope's to catch.
+    with trio.move_on_after(0.01) as several:
+        await in_a_nursery(trio.sleep_forever, trio.sleep_forever, trio.sleep_forever)
+    assert several.cancelled_caught
+
+
+async def test_10_4_an_error_beside_cancelled_siblings_reaches_the_caller() -> None:
+    async def fail() -> None:
+        await trio.lowlevel.checkpoint()
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match=r"^boom$"):
+        await in_a_nursery(trio.sleep_forever, fail, trio.sleep_forever)
+
+
+async def test_10_4_two_errors_stay_a_group() -> None:
+    async def first() -> None:
+        raise ValueError("one")
+
+    async def second() -> None:
+        raise KeyError("two")
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await in_a_nursery(first, second)
+    assert sorted(type(e).__name__ for e in caught.value.exceptions) == ["KeyError", "ValueError"]
