@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import signal
 import stat
 import sys
@@ -89,7 +88,7 @@ class HostWatchdog:
     def _reset(self) -> None:
         self._lock = threading.Lock()
         self._owner_pid = os.getpid()
-        self._tag = f"host-{secrets.token_hex(6)}"
+        self._tag = f"host-{os.urandom(6).hex()}"
         self._write_end = -1
         self._watchdog_pid = 0
 
