@@ -435,7 +435,7 @@ def test_9_4_the_sweep_kills_by_identity_and_by_marker_only() -> None:
             started[name] = subprocess.Popen(["sleep", "1000"], env=child_env)
         # A stale identity (the right pid, another start time) is never signalled.
         ours = started["ours"]
-        assert _watchdog.kill((ours.pid, -1.0)) is False
+        assert _watchdog.kill_process((ours.pid, -1.0)) is False
         assert ours.poll() is None
         # Processes that started before the host (here: before "inf") are not looked at.
         assert _watchdog.sweep(tag, float("inf")) == []

@@ -47,6 +47,7 @@ is one module-level :class:`HostWatchdog`; it resets itself in a forked child.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -57,7 +58,7 @@ import time
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["HOST_TAG", "HostWatchdog", "host_watchdog", "main", "sweep"]
+__all__ = ["HOST_TAG", "HostWatchdog", "host_watchdog", "kill_process", "main", "sweep"]
 
 OWNER_VARIABLE: Final = "PENGUIN_OWNER"
 """As ``_process.OWNER_VARIABLE`` (repeated: this module imports nothing of penguin)."""
@@ -127,6 +128,7 @@ class HostWatchdog:
             argv = _watchdog_argv(self._tag, _own_start_time())
             env = {k: v for k, v in os.environ.items() if k != OWNER_VARIABLE}
             read_end, write_end = os.pipe()  # both close-on-exec
+            read_end, write_end = _above_stdio(read_end), _above_stdio(write_end)
             try:
                 actions = [
                     (os.POSIX_SPAWN_DUP2, read_end, 0),
@@ -135,6 +137,9 @@ class HostWatchdog:
                     *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()),
                 ]
                 pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+            except NotImplementedError as error:  # no POSIX_SPAWN_SETSID on this libc
+                os.close(write_end)
+                raise OSError(f"cannot start a process in a new session: {error}") from error
             except BaseException:
                 os.close(write_end)
                 raise
@@ -187,6 +192,20 @@ def _own_start_time() -> str:
     import psutil  # only where there is no /proc
 
     return repr(psutil.Process().create_time())
+
+
+def _above_stdio(fd: int) -> int:
+    """``fd``, or a close-on-exec copy of it above 2.
+
+    A host whose standard streams are closed gets a new pipe on them, and the watchdog
+    must find the link on its standard input and nothing of it on its output.
+    """
+    if fd > 2:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
 
 
 def _inheritable_fds() -> list[int]:
@@ -305,7 +324,7 @@ def _alive(identity: Identity) -> bool:
         return False
 
 
-def kill(identity: Identity) -> bool:
+def kill_process(identity: Identity) -> bool:
     """SIGKILL the process ``identity`` names, and no other; ``False`` if it is gone."""
     pid, started = identity
     if not _PROCFS:
@@ -363,7 +382,7 @@ def sweep(tag: str, newer_than: float) -> list[Identity]:
             break
         for identity in fresh:
             killed[identity] = None
-            kill(identity)
+            kill_process(identity)
     return list(killed)
 
 
