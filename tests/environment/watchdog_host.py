@@ -101,10 +101,15 @@ def fork_children() -> None:
     child_tag = os.read(read_end, 64).decode()
     os.close(read_end)
     os.waitpid(quick, 0)
+    read_end, write_end = os.pipe()
     stays = os.fork()
     if stays == 0:
+        os.write(write_end, b"x")  # os.fork has returned: its hooks have run
         while True:
             signal.pause()
+    os.close(write_end)
+    os.read(read_end, 1)
+    os.close(read_end)
     record("forked", quick=quick, child=stays, child_tag=child_tag)
 
 
