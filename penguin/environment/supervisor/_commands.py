@@ -16,9 +16,11 @@ The :class:`CommandSupervisor` owns the registry (reference 4.1: at most 64; whe
 evict the first exited session, else the least recently used running one), the
 hourly idle sweep (4.3), the collect windows of the tools (4.5: chunks as they
 arrive, no lost wake-ups, a short drain after exit), background completion reports
-(3.13), the host surface (4.13, 4.14), and the last resort of 4.11: if the host
+(3.13), the host surface (4.13, 4.14), and the last resorts of 4.11: if the host
 process exits while the supervisor is still open, an ``atexit`` hook SIGKILLs every
-live session.
+live session; if it dies without running any code (SIGKILL, the OOM killer), the
+host's watchdog (``_watchdog``), started before the first spawn, kills every process
+carrying the host's tag, which begins this supervisor's tag and so every marker.
 
 Registration happens only when a command outlives its window or is launched in the
 background; a foreground command that ends inside its window is never registered
@@ -45,6 +47,8 @@ from typing import Final, Literal
 import attrs
 import trio
 
+from penguin._log import warn
+
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
@@ -59,6 +63,7 @@ from ._process import (
 )
 from ._registry import SessionRegistry
 from ._service_url import ServiceUrlScanner, listening_ports, service_url_from_ports
+from ._watchdog import host_watchdog
 
 __all__ = [
     "COMMAND_CAP",
@@ -416,8 +421,9 @@ class CommandSupervisor:
         grace: float = DEFAULT_GRACE,
     ) -> None:
         self._nursery = nursery
-        self.tag = tag
-        """This supervisor's part of every child's owner marker."""
+        self.tag = f"{host_watchdog().tag()}/{tag}"
+        """Every child's owner marker is ``<tag>/<process_id>``: the host's tag (which
+        its watchdog sweeps for), then the one given."""
         self._vault = dict(vault)
         self._proxy = proxy
         self._shell = shell
@@ -429,6 +435,7 @@ class CommandSupervisor:
         self._login_lock = trio.Lock()
         self._closed = False
         self._spawned_any = False
+        self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._reports_send, self.reports = trio.open_memory_channel[BackgroundReport](math.inf)
         nursery.start_soon(self._sweep_idle)
@@ -444,6 +451,24 @@ class CommandSupervisor:
                 resolved = await resolve_login_environment(self._shell.argv[0], self._host_env())
                 self._login_env = resolved if resolved is not None else dict(self._host_env())
         return self._login_env
+
+    async def _arm_watchdog(self) -> None:
+        """Have the host's watchdog running before a process is spawned.
+
+        It starts once per host; afterwards one ``waitpid`` tells that it still runs.
+        """
+        watchdog = host_watchdog()
+        if watchdog.running():
+            return
+        try:
+            await trio.to_thread.run_sync(watchdog.start)
+        except OSError as error:
+            if not self._watchdog_warned:
+                self._watchdog_warned = True
+                warn(
+                    f"[penguin] the host's watchdog did not start ({error}): should this "
+                    "process be killed, the commands it started keep running"
+                )
 
     def _new_process_id(self) -> str:
         while True:
@@ -462,6 +487,7 @@ class CommandSupervisor:
             base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
         )
         session = CommandSession(process_id, cmd, cwd, owner, self.grace)
+        await self._arm_watchdog()
         if self._closed:
             raise SupervisorClosedError
         self._live.add(session)
