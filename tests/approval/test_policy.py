@@ -143,7 +143,8 @@ def test_5_5_matching_never_raises(text: str) -> None:
 
 
 def test_5_5_no_expansion_runtime_computed_commands_are_not_matched() -> None:
-    for command in ("$(printf rm) -rf /", 'x="rm -rf /"; eval "$x"', "echo rm -rf / | sh"):
+    # (Issue 9.2: "echo rm -rf / | sh" is forbidden now, for the words it mentions.)
+    for command in ("$(printf rm) -rf /", 'x="rm -rf /"; eval "$x"', "printf 'r%s -rf /' m | sh"):
         assert POLICY.match_command(command) is None
 
 
