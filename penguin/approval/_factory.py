@@ -62,8 +62,8 @@ the rest of that segment. The rules, in order (first match wins):
     ``rmdir``, ``rd``, ``del``, ``erase``) with ``-Recurse`` (or ``-r``, ``-rec``
     ...) *and* ``-Force`` (or ``-f``, ``-fo`` ...), whatever the target; cmd's
     ``rd``/``rmdir``/``del``/``erase`` with ``/s`` *and* ``/q`` (also run together,
-    ``/s/q``), whatever the target; and any of these with ``/s`` or a recursive flag
-    alone when a target is a drive root (``C:``, ``C:\``, ``C:\*``, ``\``),
+    ``/s/q``), whatever the target; and any of these words with ``/s`` or a recursive
+    flag alone when a target is a drive root (``C:``, ``C:\``, ``C:\*``, ``\``),
     ``C:\Windows``, ``C:\Users``, ``C:\Program Files``, ``C:\ProgramData``, a
     profile or system variable (``%USERPROFILE%``, ``%SystemRoot%``,
     ``$env:USERPROFILE``, ...) or PowerShell's home (``$HOME``, ``~``) — so a POSIX
@@ -125,14 +125,10 @@ _WIN_VARIABLES: Final = (
     "homedrive|programdata|programfiles|systemdrive|systemroot|userprofile|windir"
 )
 _WIN_TARGET: Final = (
-    r"[\"']?(?:"
-    rf"[a-z]:[\\/]?{_WIN_ALL}"
-    rf"|\\{_WIN_ALL}"
-    rf"|[a-z]:[\\/](?:windows|users|program files(?: \(x86\))?|programdata)[\\/]?{_WIN_ALL}"
-    rf"|%(?:{_WIN_VARIABLES})%(?:%homepath%)?[\\/]?{_WIN_ALL}"
-    rf"|\$env:(?:{_WIN_VARIABLES})[\\/]?{_WIN_ALL}"
-    rf"|(?:\$home|~)[\\/]?{_WIN_ALL}"
-    r")[\"']?"
+    rf"{_QUOTE}(?:"
+    r"[a-z]:(?:[\\/](?:windows|users|program files(?: \(x86\))?|programdata))?"
+    rf"|\\|%(?:{_WIN_VARIABLES})%(?:%homepath%)?|\$env:(?:{_WIN_VARIABLES})|\$home|~"
+    rf")[\\/]?{_WIN_ALL}{_QUOTE}"
 )
 _WIN_NOT_WORD: Final = r"(?![a-z0-9])"
 _PS_RECURSE: Final = rf"\s-r(?:ec[a-z]*|e)?(?::\$true)?{_END}"
@@ -167,25 +163,13 @@ _OVERWRITE_BLOCK_DEVICE: Final = (
     + _segment_with(r"cp(?=\s)", rf"\s{_QUOTE}{_DEVICE}[^\s;&|)`]*{_QUOTE}\s*(?:$|[;&|)`])")
 )
 
+# One command word, then any of three sets of conditions on its segment.
 _WINDOWS_RECURSIVE_DELETE: Final = (
     "(?i)"
-    + _segment_with(
-        rf"(?:remove-item|ri|rm|rmdir|rd|del|erase)(?:\.exe)?{_WIN_NOT_WORD}",
-        _PS_RECURSE,
-        _PS_FORCE,
-    )
-    + "|"
-    + _segment_with(
-        rf"(?:rmdir|rd|del|erase)(?:\.exe)?{_WIN_NOT_WORD}",
-        r"/s(?![a-z])",
-        r"/q(?![a-z])",
-    )
-    + "|"
-    + _segment_with(
-        rf"(?:remove-item|ri|rm|rmdir|rd|del|erase)(?:\.exe)?{_WIN_NOT_WORD}",
-        rf"(?:/s(?![a-z])|{_PS_RECURSE})",
-        rf"\s{_WIN_TARGET}{_END}",
-    )
+    + _segment_with(rf"(?:remove-item|ri|rm|rmdir|rd|del|erase)(?:\.exe)?{_WIN_NOT_WORD}")
+    + rf"(?:(?={_REST}{_PS_RECURSE})(?={_REST}{_PS_FORCE})"
+    + rf"|(?={_REST}/s(?![a-z]))(?={_REST}/q(?![a-z]))"
+    + rf"|(?={_REST}(?:/s(?![a-z])|{_PS_RECURSE}))(?={_REST}\s{_WIN_TARGET}{_END}))"
 )
 
 _WINDOWS_FORMAT_VOLUME: Final = (

@@ -20,7 +20,8 @@ What is evaluated, and what deliberately is not:
 
 The tested spellings are the *literal* (whitespace runs collapsed to one space, ends
 trimmed) and, when different, the *unquoted* form of the literal: every backslash
-escape ``\x`` replaced by ``x``, then every ``'`` and ``"`` removed. A rule matches
+escape ``\x`` replaced by ``x``, then every ``'`` and ``"`` removed (and whitespace
+collapsed again). A rule matches
 if its pattern is found in either; the first enabled rule that matches wins.
 """
 
@@ -81,7 +82,8 @@ def command_variants(command: str) -> tuple[str, ...]:
     The literal collapses every whitespace run (newlines and tabs included) to one
     space and trims the ends. The unquoted form is derived from the literal: each
     backslash escape ``\x`` becomes ``x`` (left to right, so ``\\`` is one
-    backslash), then every single and double quote is removed. It is included only
+    backslash), then every single and double quote is removed, and the whitespace
+    runs this leaves (``a " " b``) are collapsed and trimmed again. It is included only
     when it differs from the literal and is not empty. An empty command has no
     spellings. For example ``sudo  rm -rf "/"`` is tested as ``sudo rm -rf "/"`` and
     as ``sudo rm -rf /``.
@@ -90,6 +92,7 @@ def command_variants(command: str) -> tuple[str, ...]:
     if not literal:
         return ()
     unquoted = _BACKSLASH_ESCAPE.sub(r"\1", literal).replace("'", "").replace('"', "")
+    unquoted = _WHITESPACE_RUN.sub(" ", unquoted).strip()  # `a " " b`: one space again
     if unquoted and unquoted != literal:
         return (literal, unquoted)
     return (literal,)
