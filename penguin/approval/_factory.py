@@ -148,7 +148,7 @@ _DD_TO_BLOCK_DEVICE: Final = _segment_with(r"dd(?=\s)", rf"\bof={_QUOTE}{_DEVICE
 
 # A function name is taken whole, from where a word starts (a possessive run behind a
 # lookbehind), which keeps the search linear on long words.
-_NAME_CHAR: Final = r"[^\s(){}|&;<>'\"]"
+_NAME_CHAR: Final = r"""[^\s(){}|&;<>'"]"""
 _FORK_BOMB: Final = (
     r":\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&"
     rf"|(?<!{_NAME_CHAR})({_NAME_CHAR}++)\s*\(\s*\)\s*\{{\s*\1\s*\|\s*\1\s*&\s*;?\s*\}}"
@@ -225,7 +225,7 @@ FACTORY_RULES: Final[tuple[PolicyRule, ...]] = (
     PolicyRule(
         "windows-disk-overwrite",
         _WINDOWS_DISK_OVERWRITE,
-        description=r"raw disk access (\\.\PhysicalDrive0), Clear-Disk, diskpart's clean",
+        description=r"raw disk access (\\.\PhysicalDrive0), Clear-Disk, diskpart clean",
     ),
     PolicyRule(
         "windows-fork-bomb",

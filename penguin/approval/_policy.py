@@ -125,6 +125,7 @@ class CommandPolicy:
             [[command_policy.rules]]       # absent: the factory rules; rules = []: none
             name = "no-force-push"
             pattern = 'git push\s.*(--force|-f)\b'
+            description = "no force pushes"   # optional; kept on the PolicyRule
             enabled = true                 # false: this rule is skipped
 
         Semantics: ``None`` or a table without ``rules`` gives the factory rules;
@@ -134,7 +135,9 @@ class CommandPolicy:
         logger: a rule whose pattern does not compile, or that lacks a string
         ``name`` or ``pattern``, is skipped with a warning naming it; an ``enabled``
         that is not a boolean is read as ``true``; a ``rules`` that is not a list
-        keeps the factory rules. Unknown keys are ignored.
+        keeps the factory rules; a ``description`` that is not a string is dropped.
+        Unknown keys are ignored. A table seeded with the factory rules gives exactly
+        ``CommandPolicy()``.
         """
         if config is None:
             return cls()
@@ -208,8 +211,15 @@ def _parse_rules(entries: Iterable[object]) -> tuple[PolicyRule, ...]:
                 f"[penguin] command policy rule {label}: enabled must be true or false, "
                 f"not {enabled!r}; keeping the rule on."
             )
+        description = entry.get("description", "")
+        if not isinstance(description, str):
+            warn(
+                f"[penguin] command policy rule {label}: description must be a string, "
+                f"not {description!r}; ignoring it."
+            )
+            description = ""
         try:
-            rules.append(PolicyRule(name, pattern))
+            rules.append(PolicyRule(name, pattern, description=description))
         except PolicyPatternError as error:
             warn(
                 f"[penguin] command policy rule {label} skipped: its pattern is not a valid "

@@ -15,12 +15,14 @@ Users import from here; the private modules may move::
     paths = config.AgentPaths(None, "default_project", "default_agent")  # $PENGUIN_HOME
     project = config.load_project_config(paths.project_config)   # .project_config.toml
     model = config.resolve_model(project)                # the default model's ModelEntry
+    project.policy_rules()                               # the command policy's rules, as written
     vault = config.load_vault(paths.vault)               # {"GITHUB_TOKEN": "..."}
     prompt = config.render_system_prompt(agent.system_prompt, values)
 """
 
 from __future__ import annotations
 
+from ._command_policy import PolicyRuleConfig as PolicyRuleConfig
 from ._defaults import SUBAGENT_TOOL_NAMES as SUBAGENT_TOOL_NAMES
 from ._defaults import default_tools as default_tools
 from ._errors import ConfigError as ConfigError
@@ -42,12 +44,15 @@ from ._project import ModelEntry as ModelEntry
 from ._project import ModelKey as ModelKey
 from ._project import ProjectConfig as ProjectConfig
 from ._project import add_model as add_model
+from ._project import add_policy_rule as add_policy_rule
 from ._project import clear_vision_model as clear_vision_model
 from ._project import load_project_config as load_project_config
 from ._project import remove_model as remove_model
+from ._project import remove_policy_rule as remove_policy_rule
 from ._project import resolve_model as resolve_model
 from ._project import save_project_config as save_project_config
 from ._project import set_default_model as set_default_model
+from ._project import set_policy_rule_enabled as set_policy_rule_enabled
 from ._project import set_vision_model as set_vision_model
 from ._prompt import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from ._prompt import agents_md_block as agents_md_block
@@ -96,10 +101,12 @@ __all__ = [
     "ModelEntry",
     "ModelKey",
     "Permission",
+    "PolicyRuleConfig",
     "ProjectConfig",
     "SubagentSettings",
     "ToolDefinitionConfig",
     "add_model",
+    "add_policy_rule",
     "agents_md_block",
     "apply_call_description",
     "clear_vision_model",
@@ -113,12 +120,14 @@ __all__ = [
     "new_session_id",
     "new_temp_workspace",
     "remove_model",
+    "remove_policy_rule",
     "remove_vault",
     "render_system_prompt",
     "resolve_model",
     "save_project_config",
     "select_tools",
     "set_default_model",
+    "set_policy_rule_enabled",
     "set_vault",
     "set_vision_model",
     "system_prompt_values",
