@@ -32,6 +32,13 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "rm -rf aaa...": lambda n: "rm -rf " + "a" * n,
     "f(){ f|f|...": lambda n: "f(){ " + "f|" * n,
     "x=x=...": lambda n: "x=" * n,
+    "rm rm rm ... -r": lambda n: "rm " * n + "-r",
+    "dd dd dd ...": lambda n: "dd " * n + "of=/dev/nul",
+    "tee tee ...": lambda n: "tee " * n + "x",
+    "format format ...": lambda n: "format " * n + "x",
+    "rd rd rd ... /s": lambda n: "rd " * n + "/s",
+    "((((...": lambda n: "(" * (2 * n),
+    "a/a/a/.../rm": lambda n: "a/" * n + "rm",
 }
 
 

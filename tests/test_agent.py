@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -10,9 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import trio
 
 import penguin
+from penguin import approval
 from penguin import protocol as om
 from penguin.engine import INTERRUPTED_OUTPUT
 from penguin.llm import ScriptedLLM, text, tool_call, turn
@@ -194,3 +197,77 @@ async def test_resume_after_a_crash_keeps_pairing_and_tolerates_a_torn_tail(
         isinstance(r.payload, om.TextPayload) and r.payload.text == "Recovered." for r in records
     )
     assert trace_path.read_bytes().count(b'"type":"model_m\n') == 1  # healed with a newline
+
+
+# ----------------------------------------------- issue 9.1: forbidden in the audit record
+
+
+def _decisions(path: Path) -> list[dict[str, object]]:
+    """The ``approval_decision`` payloads of a trace file, as written (JSON)."""
+    with path.open() as handle:
+        payloads = [json.loads(line)["payload"] for line in handle if line.strip()]
+    return [p for p in payloads if p.get("type") == "approval_decision"]
+
+
+@pytest.mark.parametrize("mode", ["allow-all", "deny-all", "read-only", "always-ask"])
+async def test_9_1_a_policy_hit_is_traced_as_forbidden_under_every_approval_mode(
+    tmp_path: Path, mode: str
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "scratch").mkdir(parents=True)
+    command = {"description": "Clean up", "cmd": "rm -rf ./scratch"}
+    llm = ScriptedLLM([turn(tool_call("exec_command", command, "call_1")), "Understood."])
+    asked: list[str] = []
+
+    async def ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        asked.append(call.payload.tool_call_id)
+        return "allow"
+
+    agent = penguin.Agent.open(tmp_path / "root")
+    async with agent.session(workspace, llm=llm) as session:
+        approve = approval.approver_for_mode(
+            approval.parse_approval_mode(mode),
+            ask=ask,
+            permission=session.environment.tool_permission,
+        )
+        async with session.run([om.user_text("tidy up")], approve=approve) as stream:
+            messages = await drain(stream)
+        await session.flush_trace()
+        trace_path = session.trace_path
+    assert asked == []  # the policy answered before the mode's approver was consulted
+    assert (workspace / "scratch").is_dir()
+    assert _decisions(trace_path) == [
+        {
+            "type": "approval_decision",
+            "decision": "forbidden",
+            "tool_call_id": "call_1",
+            "policy_rule": "rm-recursive-force",
+        }
+    ]
+    [output] = [m.payload for m in messages if isinstance(m.payload, om.ToolCallOutputPayload)]
+    assert (output.output, output.stop_reason) == ("Tool call denied by policy.", "aborted")
+    # The typed reader gives the same verdict back.
+    records = read_trace(trace_path)
+    [decision] = [r.payload for r in records if isinstance(r.payload, om.ApprovalDecisionPayload)]
+    assert (decision.decision, decision.policy_rule) == ("forbidden", "rm-recursive-force")
+
+
+async def test_9_1_an_approver_answering_forbidden_is_traced_as_forbidden_without_a_rule(
+    tmp_path: Path,
+) -> None:
+    llm = ScriptedLLM([turn(tool_call("read_file", {"file_path": "a.txt"}, "call_1")), "Ok."])
+
+    def strict(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        return "forbidden"
+
+    agent = penguin.Agent.open(tmp_path / "root")
+    async with agent.session(tmp_path, llm=llm) as session:
+        async with session.run([om.user_text("read it")], approve=strict) as stream:
+            messages = await drain(stream)
+        await session.flush_trace()
+        trace_path = session.trace_path
+    assert _decisions(trace_path) == [
+        {"type": "approval_decision", "decision": "forbidden", "tool_call_id": "call_1"}
+    ]
+    [output] = [m.payload for m in messages if isinstance(m.payload, om.ToolCallOutputPayload)]
+    assert output.output == "Tool call denied by policy."

@@ -15,7 +15,8 @@ Which rule fired is not hidden state. The wrapper is a :class:`PolicyApprover`, 
 plain :data:`~penguin.protocol.ApproveFn` for everyone who only needs a verdict (the
 Environment's ``ctx.approve``, a child session), and whose :meth:`~PolicyApprover.decide`
 returns an :class:`Approval` — verdict plus the name of the rule — for the engine,
-which records it as ``policy_rule`` in the ``approval_decision`` event. The matching
+which records both in the ``approval_decision`` event (``decision`` is the verdict
+unchanged, ``forbidden`` included; ``policy_rule`` the rule's name). The matching
 itself is pure (``CommandPolicy.match``); this module only sequences it.
 """
 

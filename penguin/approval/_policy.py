@@ -20,7 +20,8 @@ What is evaluated, and what deliberately is not:
 
 The tested spellings are the *literal* (whitespace runs collapsed to one space, ends
 trimmed) and, when different, the *unquoted* form of the literal: every backslash
-escape ``\x`` replaced by ``x``, then every ``'`` and ``"`` removed. A rule matches
+escape ``\x`` replaced by ``x``, then every ``'`` and ``"`` removed (and whitespace
+collapsed again). A rule matches
 if its pattern is found in either; the first enabled rule that matches wins.
 """
 
@@ -81,7 +82,8 @@ def command_variants(command: str) -> tuple[str, ...]:
     The literal collapses every whitespace run (newlines and tabs included) to one
     space and trims the ends. The unquoted form is derived from the literal: each
     backslash escape ``\x`` becomes ``x`` (left to right, so ``\\`` is one
-    backslash), then every single and double quote is removed. It is included only
+    backslash), then every single and double quote is removed, and the whitespace
+    runs this leaves (``a " " b``) are collapsed and trimmed again. It is included only
     when it differs from the literal and is not empty. An empty command has no
     spellings. For example ``sudo  rm -rf "/"`` is tested as ``sudo rm -rf "/"`` and
     as ``sudo rm -rf /``.
@@ -90,6 +92,7 @@ def command_variants(command: str) -> tuple[str, ...]:
     if not literal:
         return ()
     unquoted = _BACKSLASH_ESCAPE.sub(r"\1", literal).replace("'", "").replace('"', "")
+    unquoted = _WHITESPACE_RUN.sub(" ", unquoted).strip()  # `a " " b`: one space again
     if unquoted and unquoted != literal:
         return (literal, unquoted)
     return (literal,)
@@ -122,6 +125,7 @@ class CommandPolicy:
             [[command_policy.rules]]       # absent: the factory rules; rules = []: none
             name = "no-force-push"
             pattern = 'git push\s.*(--force|-f)\b'
+            description = "no force pushes"   # optional; kept on the PolicyRule
             enabled = true                 # false: this rule is skipped
 
         Semantics: ``None`` or a table without ``rules`` gives the factory rules;
@@ -131,7 +135,9 @@ class CommandPolicy:
         logger: a rule whose pattern does not compile, or that lacks a string
         ``name`` or ``pattern``, is skipped with a warning naming it; an ``enabled``
         that is not a boolean is read as ``true``; a ``rules`` that is not a list
-        keeps the factory rules. Unknown keys are ignored.
+        keeps the factory rules; a ``description`` that is not a string is dropped.
+        Unknown keys are ignored. A table seeded with the factory rules gives exactly
+        ``CommandPolicy()``.
         """
         if config is None:
             return cls()
@@ -205,8 +211,15 @@ def _parse_rules(entries: Iterable[object]) -> tuple[PolicyRule, ...]:
                 f"[penguin] command policy rule {label}: enabled must be true or false, "
                 f"not {enabled!r}; keeping the rule on."
             )
+        description = entry.get("description", "")
+        if not isinstance(description, str):
+            warn(
+                f"[penguin] command policy rule {label}: description must be a string, "
+                f"not {description!r}; ignoring it."
+            )
+            description = ""
         try:
-            rules.append(PolicyRule(name, pattern))
+            rules.append(PolicyRule(name, pattern, description=description))
         except PolicyPatternError as error:
             warn(
                 f"[penguin] command policy rule {label} skipped: its pattern is not a valid "

@@ -27,12 +27,14 @@ class PolicyRule:
 
     ``pattern`` is a Python :mod:`re` pattern, searched (``re.search``, not a full
     match) in each tested spelling of the command; put ``(?i)`` at its start to ignore
-    case. A rule with ``enabled=False`` never matches.
+    case. A rule with ``enabled=False`` never matches. ``description`` says in plain
+    words what the rule forbids (shown by ``penguin config policy list``).
     """
 
     name: str
     pattern: str
     enabled: bool = True
+    description: str = ""
     _regex: re.Pattern[str] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:

@@ -1,9 +1,12 @@
-"""``penguin config``: a project's models and an agent's vault, edited from the terminal.
+"""``penguin config``: a project's models and command policy, and an agent's vault.
 
 ``penguin config model add|default|vision|list|remove`` edits the project's
-``.project_config.toml``; ``penguin config vault set|list|remove`` edits the
-agent's ``agent_state/.vault.toml``. Every subcommand takes ``--root``,
-``--project-id`` and ``--agent-id`` to pick the files (reference D4).
+models and ``penguin config policy list|enable|disable|add|remove|test`` its
+command policy, both in ``.project_config.toml``; ``penguin config vault
+set|list|remove`` edits the agent's ``agent_state/.vault.toml``. Every
+subcommand takes ``--root``, ``--project-id`` and ``--agent-id`` to pick the
+files (reference D4). A project file this command creates lists the factory policy
+rules, so they can be read and edited where the policy lives.
 
 This module only parses, calls :mod:`penguin.config` and prints: the files'
 format, validation, comment-keeping rewrites and 0600 modes are the library's.
@@ -12,7 +15,8 @@ list`` shows names only, and both ``--api-key -`` and ``vault set KEY`` without 
 value read the secret from standard input (without echo on a terminal), so it
 stays out of shell history. Exit status: 0 on success, 1 with a one-line
 ``penguin config: ...`` message for anything wrong with the input or the files,
-2 for argparse's own usage errors.
+2 for argparse's own usage errors; ``policy test`` also exits 1 (after printing
+``forbidden by RULE``) for a command the policy forbids.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from typing import Any, Final
 
 from penguin import config
 from penguin._errors import PenguinError
+from penguin.approval import FACTORY_RULES, CommandPolicy, PolicyPatternError, PolicyRule
 from penguin.config import (
     DEFAULT_AGENT_ID,
     DEFAULT_PROJECT_ID,
     KNOWN_BASE_URLS,
     AgentPaths,
     ModelEntry,
+    PolicyRuleConfig,
     ProjectConfig,
 )
 
@@ -49,14 +55,16 @@ class _UsageError(PenguinError, ValueError):
 def configure(parser: argparse.ArgumentParser) -> None:
     """Fill in the ``config`` subcommand's parser (``penguin config --help``)."""
     parser.description = _wrapped(
-        "Edit a project's models (.project_config.toml) and an agent's vault "
-        "(agent_state/.vault.toml). Comments and hand edits in the files are kept."
+        "Edit a project's models and command policy (.project_config.toml) and an "
+        "agent's vault (agent_state/.vault.toml). Comments and hand edits in the "
+        "files are kept."
     )
     parser.epilog = (
         "examples:\n"
         "  penguin config model add --provider openai --model-id gpt-4o "
         "--api-key-env OPENAI_API_KEY --set-default\n"
         "  penguin config model list\n"
+        "  penguin config policy test 'rm -rf build'\n"
         "  penguin config vault set GITHUB_TOKEN < token.txt\n"
         "\n"
         "Files live under $PENGUIN_HOME (default ~/.penguin/data), or --root DIR."
@@ -86,6 +94,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"agent, for the vault (default: {DEFAULT_AGENT_ID})",
     )
     _register_model(sections, location)
+    _register_policy(sections, location)
     _register_vault(sections, location)
 
 
@@ -311,8 +320,13 @@ def _register_model(sections: Any, location: argparse.ArgumentParser) -> None:
     remove.add_argument("model_id", metavar="MODEL_ID")
 
 
+def _factory_rules() -> tuple[PolicyRuleConfig, ...]:
+    """The factory policy rules, as a project file lists them."""
+    return tuple(PolicyRuleConfig(r.name, r.pattern, r.description) for r in FACTORY_RULES)
+
+
 def _save(paths: AgentPaths, project: ProjectConfig) -> None:
-    config.save_project_config(paths.project_config, project)
+    config.save_project_config(paths.project_config, project, default_rules=_factory_rules())
 
 
 def _model_add(args: argparse.Namespace) -> int:
@@ -465,6 +479,245 @@ def _model_remove(args: argparse.Namespace) -> int:
     if "vision_model" in cleared:
         print(f"{key} was the vision model; no vision model is set now.")
     return 0
+
+
+# ------------------------------------------------------------------ policy
+
+
+def _register_policy(sections: Any, location: argparse.ArgumentParser) -> None:
+    parser: argparse.ArgumentParser = sections.add_parser(
+        "policy",
+        help="list, switch, add, remove and try the project's command policy rules",
+        description=_wrapped(
+            "The command policy of a project, in its .project_config.toml: exec_command "
+            "and input_command calls whose command matches an enabled rule are forbidden "
+            "before any approval, whatever the approval mode. A rule is a name, a Python "
+            "regular expression searched in the command, a description and an enabled "
+            "switch. A file that lists no rules gets the factory rules; editing them writes "
+            "the factory rules into the file first."
+        ),
+        epilog=(
+            "examples:\n"
+            "  penguin config policy list\n"
+            "  penguin config policy test 'sudo rm -rf /tmp/cache'\n"
+            "  penguin config policy add no-force-push 'git push\\s.*(--force|-f)\\b'"
+            " --description 'no force pushes'\n"
+            "  penguin config policy disable mkfs"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(handler=_print_help(parser))
+    actions = parser.add_subparsers(dest="policy_action", metavar="ACTION")
+
+    _leaf(
+        actions,
+        "list",
+        location,
+        help="list the rules, whether each is enabled, and what it forbids",
+        description=(
+            "List the command policy's rules in evaluation order (the first enabled rule "
+            "that matches forbids the call). When the file lists none, the factory rules "
+            "that apply are shown."
+        ),
+        examples=("penguin config policy list", "penguin config policy list --project-id web"),
+        action=_policy_list,
+    )
+    for name, verb, action in (
+        ("enable", "Apply", _policy_enable),
+        ("disable", "Stop applying", _policy_disable),
+    ):
+        switch = _leaf(
+            actions,
+            name,
+            location,
+            help=f"{name} a rule",
+            description=(
+                f"{verb} the rule NAME; it stays in the file either way. A file that lists "
+                "no rules gets the factory rules written into it first."
+            ),
+            examples=(f"penguin config policy {name} rm-recursive-force",),
+            action=action,
+        )
+        switch.add_argument("name", metavar="NAME")
+
+    add = _leaf(
+        actions,
+        "add",
+        location,
+        help="add a rule (refused when the pattern is not a valid regular expression)",
+        description=(
+            "Add a rule after the existing ones. PATTERN is a Python regular expression, "
+            "searched (not fully matched) in the command as written and with its quotes "
+            "and backslash escapes removed; start it with (?i) to ignore case. Quote it "
+            "for your shell."
+        ),
+        examples=(
+            "penguin config policy add no-force-push 'git push\\s.*(--force|-f)\\b'",
+            "penguin config policy add no-drop-table '(?i)\\bdrop\\s+table\\b' "
+            "--description 'no dropping tables'",
+        ),
+        action=_policy_add,
+    )
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("pattern", metavar="PATTERN")
+    add.add_argument(
+        "--description", metavar="D", default="", help="what the rule forbids, in words"
+    )
+
+    remove = _leaf(
+        actions,
+        "remove",
+        location,
+        help="remove a rule",
+        description=(
+            "Remove the rule NAME. A file that lists no rules gets the factory rules "
+            "written into it first, so removing one factory rule keeps the others; "
+            "removing the last rule leaves none (rules = [])."
+        ),
+        examples=("penguin config policy remove windows-fork-bomb",),
+        action=_policy_remove,
+    )
+    remove.add_argument("name", metavar="NAME")
+
+    test = _leaf(
+        actions,
+        "test",
+        location,
+        help="say whether the policy forbids COMMAND (exit 1) or allows it (exit 0)",
+        description=(
+            "Check COMMAND against the policy as a session would (exec_command's cmd): "
+            "print 'forbidden by RULE' and exit 1, or 'allowed' and exit 0. Nothing runs."
+        ),
+        examples=(
+            "penguin config policy test 'rm -rf build'",
+            "penguin config policy test 'git push --force' && echo allowed",
+        ),
+        action=_policy_test,
+    )
+    test.add_argument("command", metavar="COMMAND")
+
+
+def _policy_is_off(project: ProjectConfig) -> bool:
+    table = project.command_policy
+    return table is not None and table.get("enabled", True) is False
+
+
+def _note_if_off(project: ProjectConfig) -> None:
+    if _policy_is_off(project):
+        print(
+            "Note: the command policy is off (command_policy.enabled = false); "
+            "no rule applies until it is turned on.",
+            file=sys.stderr,
+        )
+
+
+def _policy_list(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    project = config.load_project_config(paths.project_config)
+    state = "off (command_policy.enabled = false)" if _policy_is_off(project) else "on"
+    print(f"The command policy of {paths.project_config} is {state}.")
+    listed = project.policy_rules()
+    if listed is None or project.command_policy is None:
+        print(
+            "The file lists no rules, so the factory rules apply; editing one writes "
+            "them into the file first."
+        )
+        listed, applied = _factory_rules(), {rule.name for rule in FACTORY_RULES}
+    else:
+        # What a session would apply; the rules it skips are reported on stderr, as then.
+        rules = CommandPolicy.from_config({"rules": project.command_policy["rules"]}).rules
+        applied = {rule.name for rule in rules}
+    if not listed:
+        print(
+            "It has no rules: nothing is forbidden. Add one with: "
+            f"penguin config policy add NAME PATTERN{_where(args)}"
+        )
+        return 0
+    rows = [["NAME", "ENABLED", "DESCRIPTION"]]
+    for rule in listed:
+        enabled = "no" if not rule.enabled else "yes" if rule.name in applied else "skipped"
+        rows.append([rule.name, enabled, rule.description or "-"])
+    for line in _table(rows):
+        print(line)
+    return 0
+
+
+def _materialising(args: argparse.Namespace) -> tuple[AgentPaths, ProjectConfig, bool]:
+    """The paths, the project as it is now, and whether an edit will write the factory rules."""
+    paths = _paths(args)
+    project = config.load_project_config(paths.project_config)
+    return paths, project, project.policy_rules() is None
+
+
+def _note_materialised(paths: AgentPaths) -> None:
+    print(
+        f"The file listed no rules: the factory rules were written into {paths.project_config} "
+        "first, so they can be read and edited there."
+    )
+
+
+def _policy_switch(args: argparse.Namespace, enabled: bool) -> int:
+    paths, project, materialising = _materialising(args)
+    changed = config.set_policy_rule_enabled(
+        paths.project_config, args.name, enabled, default_rules=_factory_rules()
+    )
+    if materialising:
+        _note_materialised(paths)
+    word = "enabled" if enabled else "disabled"
+    if changed:
+        print(f"{word.capitalize()} rule {args.name}.")
+    else:
+        print(f"Rule {args.name} is already {word}.")
+    _note_if_off(project)
+    return 0
+
+
+def _policy_enable(args: argparse.Namespace) -> int:
+    return _policy_switch(args, True)
+
+
+def _policy_disable(args: argparse.Namespace) -> int:
+    return _policy_switch(args, False)
+
+
+def _policy_add(args: argparse.Namespace) -> int:
+    try:
+        PolicyRule(args.name, args.pattern)
+    except PolicyPatternError as error:
+        raise _UsageError(
+            f"the pattern of rule {args.name!r} is not a valid Python regular expression "
+            f"({error.reason}); nothing was changed"
+        ) from None
+    rule = PolicyRuleConfig(args.name, args.pattern, args.description)
+    paths, project, materialising = _materialising(args)
+    config.add_policy_rule(paths.project_config, rule, default_rules=_factory_rules())
+    if materialising:
+        _note_materialised(paths)
+    print(f"Added rule {rule.name} to the command policy of {paths.project_config}.")
+    _note_if_off(project)
+    return 0
+
+
+def _policy_remove(args: argparse.Namespace) -> int:
+    paths, _, materialising = _materialising(args)
+    config.remove_policy_rule(paths.project_config, args.name, default_rules=_factory_rules())
+    if materialising:
+        _note_materialised(paths)
+    print(f"Removed rule {args.name} from the command policy.")
+    if not config.load_project_config(paths.project_config).policy_rules():
+        print("No rules are left: the command policy forbids nothing.")
+    return 0
+
+
+def _policy_test(args: argparse.Namespace) -> int:
+    project = config.load_project_config(_paths(args).project_config)
+    rule = CommandPolicy.from_config(project.command_policy).match_command(args.command)
+    if rule is None:
+        print("allowed")
+        _note_if_off(project)
+        return 0
+    print(f"forbidden by {rule.name}")
+    return 1
 
 
 # ------------------------------------------------------------------ vault

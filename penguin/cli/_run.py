@@ -227,9 +227,7 @@ async def run_task(
         async for item in stream:
             payload = item.payload
             if isinstance(payload, om.ApprovalDecisionPayload):
-                verdict: om.ApprovalVerdict = (
-                    "forbidden" if payload.policy_rule else payload.decision
-                )
+                verdict = payload.decision
                 origin = item.origin or ()
                 if ask.asked_about(origin, payload.tool_call_id) or verdict != "allow":
                     renderer.verdict(verdict, origin)

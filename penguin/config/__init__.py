@@ -15,6 +15,7 @@ Users import from here; the private modules may move::
     paths = config.AgentPaths(None, "default_project", "default_agent")  # $PENGUIN_HOME
     project = config.load_project_config(paths.project_config)   # .project_config.toml
     model = config.resolve_model(project)                # the default model's ModelEntry
+    project.policy_rules()                               # the command policy's rules, as written
     vault = config.load_vault(paths.vault)               # {"GITHUB_TOKEN": "..."}
     prompt = config.render_system_prompt(agent.system_prompt, values)
 """
@@ -59,17 +60,21 @@ from ._tools import Permission as Permission
 from ._tools import ToolDefinitionConfig as ToolDefinitionConfig
 
 if TYPE_CHECKING:
+    from ._command_policy import PolicyRuleConfig as PolicyRuleConfig
     from ._project import KNOWN_BASE_URLS as KNOWN_BASE_URLS
     from ._project import ModelEntry as ModelEntry
     from ._project import ModelKey as ModelKey
     from ._project import ProjectConfig as ProjectConfig
     from ._project import add_model as add_model
+    from ._project import add_policy_rule as add_policy_rule
     from ._project import clear_vision_model as clear_vision_model
     from ._project import load_project_config as load_project_config
     from ._project import remove_model as remove_model
+    from ._project import remove_policy_rule as remove_policy_rule
     from ._project import resolve_model as resolve_model
     from ._project import save_project_config as save_project_config
     from ._project import set_default_model as set_default_model
+    from ._project import set_policy_rule_enabled as set_policy_rule_enabled
     from ._project import set_vision_model as set_vision_model
     from ._vault import list_vault_keys as list_vault_keys
     from ._vault import load_vault as load_vault
@@ -100,10 +105,12 @@ __all__ = [
     "ModelEntry",
     "ModelKey",
     "Permission",
+    "PolicyRuleConfig",
     "ProjectConfig",
     "SubagentSettings",
     "ToolDefinitionConfig",
     "add_model",
+    "add_policy_rule",
     "agents_md_block",
     "apply_call_description",
     "clear_vision_model",
@@ -117,12 +124,14 @@ __all__ = [
     "new_session_id",
     "new_temp_workspace",
     "remove_model",
+    "remove_policy_rule",
     "remove_vault",
     "render_system_prompt",
     "resolve_model",
     "save_project_config",
     "select_tools",
     "set_default_model",
+    "set_policy_rule_enabled",
     "set_vault",
     "set_vision_model",
     "system_prompt_values",
@@ -140,17 +149,21 @@ if not TYPE_CHECKING:
     __getattr__, __dir__ = _lazy.lazy_attributes(
         __name__,
         {
+            "PolicyRuleConfig": "._command_policy",
             "KNOWN_BASE_URLS": "._project",
             "ModelEntry": "._project",
             "ModelKey": "._project",
             "ProjectConfig": "._project",
             "add_model": "._project",
+            "add_policy_rule": "._project",
             "clear_vision_model": "._project",
             "load_project_config": "._project",
             "remove_model": "._project",
+            "remove_policy_rule": "._project",
             "resolve_model": "._project",
             "save_project_config": "._project",
             "set_default_model": "._project",
+            "set_policy_rule_enabled": "._project",
             "set_vision_model": "._project",
             "list_vault_keys": "._vault",
             "load_vault": "._vault",

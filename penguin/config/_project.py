@@ -15,9 +15,11 @@ The file (mode 0600: it may hold API keys) looks like this::
 
     [command_policy]                         # read by penguin.approval.CommandPolicy
     enabled = true
-    [[command_policy.rules]]
+    [[command_policy.rules]]                 # a new file lists the factory rules here
     name = "no-force-push"
     pattern = 'git push\s.*(--force|-f)\b'
+    description = "no force pushes"
+    enabled = true
 
 A ``[[models]]`` entry is identified by its ``provider`` and ``model_id``
 together; ``default_model`` and ``vision_model`` name one by that pair, as an
@@ -32,8 +34,12 @@ the user's comments, layout and unknown keys (:func:`save_project_config`), the
 edits ``penguin config model`` makes (:func:`add_model`,
 :func:`set_default_model`, :func:`set_vision_model`,
 :func:`clear_vision_model`, :func:`remove_model`: pure functions returning a
-new :class:`ProjectConfig`) and choosing the model a session uses
-(:func:`resolve_model`).
+new :class:`ProjectConfig`), the edits ``penguin config policy`` makes to the
+command policy's rules (:func:`add_policy_rule`, :func:`set_policy_rule_enabled`,
+:func:`remove_policy_rule`: read, edit in place, write atomically) and choosing
+the model a session uses (:func:`resolve_model`). A new file is seeded with the
+rules its writer names as the default (the CLI names the factory rules), so they
+can be read and edited where the policy lives; an existing file is never seeded.
 
 Does not own: what the command policy means (``penguin.approval``, which this
 layer must not import: the table is handed over as a plain dict), talking to
@@ -50,7 +56,7 @@ from __future__ import annotations
 import difflib
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, NoReturn, final
@@ -62,10 +68,18 @@ from tomlkit.toml_document import TOMLDocument
 
 from penguin._log import warn
 
+from ._command_policy import (
+    PolicyRuleConfig,
+    editable_rules,
+    policy_rules_of,
+    rule_index,
+    rule_table,
+)
 from ._errors import ConfigError
 from ._vault import (
     ENV_NAME_PATTERN,
     field_lines,
+    followed_by_more,
     header_document,
     line_of_field,
     read_private_toml,
@@ -78,12 +92,15 @@ __all__ = [
     "ModelKey",
     "ProjectConfig",
     "add_model",
+    "add_policy_rule",
     "clear_vision_model",
     "load_project_config",
     "remove_model",
+    "remove_policy_rule",
     "resolve_model",
     "save_project_config",
     "set_default_model",
+    "set_policy_rule_enabled",
     "set_vision_model",
 ]
 
@@ -124,6 +141,12 @@ _PROJECT_HEADER: Final = (
     "openrouter), api_key or api_key_env (the name of an environment variable holding",
     "the key), vision (accepts images; default true), context_window (tokens, optional).",
     'default_model and vision_model name an entry: { provider = "...", model_id = "..." }.',
+    "",
+    "[command_policy] forbids every exec_command/input_command whose command matches an",
+    "enabled rule, before any approval (enabled = false turns it off). Each",
+    "[[command_policy.rules]] has a name, a pattern (a Python regular expression searched",
+    "in the command), a description and enabled. No rules key means penguin's factory",
+    "rules; rules = [] means none. Try and edit them with `penguin config policy ...`.",
 )
 
 
@@ -276,6 +299,14 @@ class ProjectConfig:
         """The entry ``vision_model`` names, or None when unset or naming no entry."""
         ref = self.vision_model
         return None if ref is None else self.find_model(ref.provider, ref.model_id)
+
+    def policy_rules(self) -> tuple[PolicyRuleConfig, ...] | None:
+        """The command policy's rules as written, or None when it lists none (the factory set).
+
+        Disabled rules are included (``enabled=False``); malformed entries, which the
+        policy skips, are not. ``()`` for ``rules = []``.
+        """
+        return policy_rules_of(self.command_policy)
 
 
 # ------------------------------------------------------------------ loading
@@ -507,15 +538,6 @@ def _new_entry_table(entry: ModelEntry, *, blank_after: bool) -> Table:
     return table
 
 
-def _followed_by_more(document: TOMLDocument, name: str) -> bool:
-    found = False
-    for key, _ in document.body:
-        if found and key is not None:
-            return True
-        found = found or (key is not None and key.key == name)
-    return False
-
-
 def _table_key(table: Table) -> ModelKey:
     return ModelKey(str(table.get("provider")), str(table.get("model_id")))
 
@@ -544,7 +566,7 @@ def _sync_models(document: TOMLDocument, models: tuple[ModelEntry, ...]) -> None
                 tables.append(_new_entry_table(entry, blank_after=False))
             document.append("models", tables)
         return
-    blank_after = _followed_by_more(document, "models")
+    blank_after = followed_by_more(document, "models")
     for entry in new:
         existing.append(_new_entry_table(entry, blank_after=blank_after))
     if len(existing) == 0:
@@ -577,7 +599,12 @@ def _sync_policy(document: TOMLDocument, policy: dict[str, Any] | None) -> None:
     document["command_policy"] = policy
 
 
-def save_project_config(path: str | os.PathLike[str], config: ProjectConfig) -> None:
+def save_project_config(
+    path: str | os.PathLike[str],
+    config: ProjectConfig,
+    *,
+    default_rules: Sequence[PolicyRuleConfig] = (),
+) -> None:
     """Write ``config`` to ``path`` (atomically, mode 0600), keeping what the file had.
 
     The file currently at ``path`` is the starting point: entries are updated in
@@ -585,18 +612,144 @@ def save_project_config(path: str | os.PathLike[str], config: ProjectConfig) -> 
     dropped, new ones appended; ``default_model``, ``vision_model`` and
     ``[command_policy]`` are changed only when they differ; unknown keys and
     comments elsewhere are untouched. A new file starts with a comment explaining
-    its keys. Raises :class:`ConfigError` when the existing file is not valid TOML
-    (it is not overwritten) and :class:`OSError` when it cannot be written.
+    its keys and, when ``config`` has no ``command_policy``, a ``[command_policy]``
+    listing ``default_rules`` (the rules its absence would mean; the CLI passes the
+    factory rules) as ``[[command_policy.rules]]``. An existing file is never seeded.
+    Raises :class:`ConfigError` when the existing file is not valid TOML (it is not
+    overwritten) and :class:`OSError` when it cannot be written.
     """
     file = Path(path)
     document = read_private_toml(file)
+    new = document is None
     if document is None:
         document = header_document(_PROJECT_HEADER)
     _sync_reference(document, "default_model", config.default_model)
     _sync_reference(document, "vision_model", config.vision_model)
     _sync_models(document, config.models)
     _sync_policy(document, config.command_policy)
+    if new and config.command_policy is None and default_rules:
+        editable_rules(document, default_rules, str(file))
     write_private_toml(file, document)
+
+
+# ------------------------------------------------------------------ command policy rules
+
+
+def _edit_rules(
+    path: str | os.PathLike[str],
+    default_rules: Sequence[PolicyRuleConfig],
+    edit: Callable[[AoT, str, bool], bool],
+) -> bool:
+    """Apply ``edit`` to the file's rules array; write the file if anything changed.
+
+    ``edit(rules, path, blank_after)`` changes the array in place and says whether it
+    changed anything (``blank_after``: whether a new table needs a blank line after
+    it); it raises to leave the file untouched. The rules a missing ``rules`` key
+    stands for (``default_rules``) are written out first, which counts as a change; a
+    missing file is created, with its header.
+    """
+    file = Path(path)
+    document = read_private_toml(file)
+    if document is None:
+        document = header_document(_PROJECT_HEADER)
+    before = document.as_string()
+    rules = editable_rules(document, default_rules, str(file))
+    materialised = document.as_string() != before
+    changed = edit(rules, str(file), followed_by_more(document, "command_policy"))
+    if changed or materialised:
+        write_private_toml(file, document)
+    return changed
+
+
+def _rule_at(rules: AoT, name: str, path: str) -> int:
+    index = rule_index(rules, name)
+    if index is None:
+        names = [str(table["name"]) for table in rules if isinstance(table.get("name"), str)]
+        raise ConfigError(
+            f'no rule named "{name}" in the command policy '
+            f"(its rules: {', '.join(names) or 'none'})",
+            path,
+            field="command_policy.rules",
+        )
+    return index
+
+
+def add_policy_rule(
+    path: str | os.PathLike[str],
+    rule: PolicyRuleConfig,
+    *,
+    default_rules: Sequence[PolicyRuleConfig] = (),
+) -> None:
+    """Append ``rule`` to the command policy of the project file at ``path``.
+
+    The pattern is stored as given: whether it compiles is the caller's check
+    (``penguin.approval.PolicyRule``); a pattern that does not is skipped, with a
+    warning, when a session loads the policy. A file without a ``rules`` key first
+    gets ``default_rules`` written out (see :func:`save_project_config`), so the
+    new rule joins the rules that applied. Comments and everything else in the file
+    are kept; the file is replaced atomically. Raises :class:`ConfigError` (file
+    untouched) when a rule of that name exists.
+    """
+
+    def edit(rules: AoT, where: str, blank_after: bool) -> bool:
+        if rule_index(rules, rule.name) is not None:
+            raise ConfigError(
+                f'a rule named "{rule.name}" is already in the command policy; '
+                "remove it first or choose another name",
+                where,
+                field="command_policy.rules",
+            )
+        rules.append(rule_table(rule, blank_after=blank_after))
+        return True
+
+    _edit_rules(path, default_rules, edit)
+
+
+def set_policy_rule_enabled(
+    path: str | os.PathLike[str],
+    name: str,
+    enabled: bool,
+    *,
+    default_rules: Sequence[PolicyRuleConfig] = (),
+) -> bool:
+    """Turn the rule ``name`` on or off in place; False when it already was.
+
+    A rule without an ``enabled`` key is on; ``enabled = true`` is written only
+    over a value that says otherwise. A file without a ``rules`` key first gets
+    ``default_rules`` written out. Raises :class:`ConfigError` (file untouched)
+    when no rule has that name.
+    """
+
+    def edit(rules: AoT, where: str, blank_after: bool) -> bool:
+        table = rules[_rule_at(rules, name, where)]
+        current = table.get("enabled", True)
+        if current is enabled:
+            return False
+        _set_key(table, "enabled", enabled, after=("name", "pattern", "description"))
+        return True
+
+    return _edit_rules(path, default_rules, edit)
+
+
+def remove_policy_rule(
+    path: str | os.PathLike[str],
+    name: str,
+    *,
+    default_rules: Sequence[PolicyRuleConfig] = (),
+) -> None:
+    """Remove the rule ``name`` (the first of that name) from the command policy.
+
+    A file without a ``rules`` key first gets ``default_rules`` written out, so
+    removing one factory rule keeps the others. Removing the last rule leaves
+    ``rules = []`` (no rules at all), never an absent key. Raises
+    :class:`ConfigError` (file untouched) when no rule has that name.
+    """
+
+    def edit(rules: AoT, where: str, blank_after: bool) -> bool:
+        del rules[_rule_at(rules, name, where)]
+        return True
+
+    _edit_rules(path, default_rules, edit)
 
 
 # ------------------------------------------------------------------ edits

@@ -253,6 +253,20 @@ def header_document(lines: tuple[str, ...]) -> TOMLDocument:
     return document
 
 
+def followed_by_more(document: TOMLDocument, name: str) -> bool:
+    """Whether a key or table comes after the top-level entry ``name`` of ``document``.
+
+    Tables appended to the last entry of a file need no blank line after them; those
+    appended to an entry with more after it do, or the next table sticks to them.
+    """
+    found = False
+    for key, _ in document.body:
+        if found and key is not None:
+            return True
+        found = found or (key is not None and key.key == name)
+    return False
+
+
 # ------------------------------------------------------------------ the vault
 
 

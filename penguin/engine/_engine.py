@@ -683,7 +683,7 @@ class Engine:
             await emit(om.approval_decision("allow", call_id))
             tools.start_soon(self._run_tool, call, approve, interrupt, emit)
             return
-        await emit(om.approval_decision("deny", call_id, approval.policy_rule))
+        await emit(om.approval_decision(approval.verdict, call_id, approval.policy_rule))
         reason = "policy" if approval.verdict == "forbidden" else "user"
         await emit(om.tool_call_output(f"Tool call denied by {reason}.", call_id, "aborted"))
 

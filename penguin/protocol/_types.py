@@ -77,7 +77,7 @@ MessageKind: TypeAlias = Literal["session_meta", "model_msg", "event_msg"]
 Role: TypeAlias = Literal["user", "assistant"]
 StopReason: TypeAlias = Literal["completed", "failed", "aborted", "timeout", "malformed", "auth"]
 StreamEventType: TypeAlias = Literal["start", "delta", "stop"]
-ApprovalDecision: TypeAlias = Literal["allow", "deny"]
+ApprovalDecision: TypeAlias = Literal["allow", "deny", "forbidden"]
 CompactionReason: TypeAlias = Literal["context", "turns", "manual"]
 CompactionMode: TypeAlias = Literal["summarize", "discard"]
 McpConnectStatus: TypeAlias = Literal["completed", "failed", "aborted"]
@@ -287,7 +287,11 @@ class PartialToolCallOutputPayload:
 
 @attrs.frozen(kw_only=True)
 class ApprovalDecisionPayload:
-    """The audit record of one approval; ``policy_rule`` names a command-policy match."""
+    """The audit record of one approval: the approver's verdict, unchanged (reference 5.3).
+
+    ``decision`` is ``forbidden`` whenever the verdict was, whoever gave it;
+    ``policy_rule`` also names the rule when the command policy forbade the call.
+    """
 
     type: Literal["approval_decision"] = "approval_decision"
     decision: ApprovalDecision

@@ -143,7 +143,8 @@ def test_5_5_matching_never_raises(text: str) -> None:
 
 
 def test_5_5_no_expansion_runtime_computed_commands_are_not_matched() -> None:
-    for command in ("$(printf rm) -rf /", 'x="rm -rf /"; eval "$x"', "echo rm -rf / | sh"):
+    # (Issue 9.2: "echo rm -rf / | sh" is forbidden now, for the words it mentions.)
+    for command in ("$(printf rm) -rf /", 'x="rm -rf /"; eval "$x"', "printf 'r%s -rf /' m | sh"):
         assert POLICY.match_command(command) is None
 
 
@@ -280,3 +281,8 @@ def test_5_5_config_mistakes_fail_safe(caplog: pytest.LogCaptureFixture) -> None
 def test_5_5_config_accepts_rules_as_tuple() -> None:
     policy = CommandPolicy.from_config({"rules": ({"name": "a", "pattern": "a"},)})
     assert [rule.name for rule in policy.rules] == ["a"]
+
+
+def test_5_5_the_unquoted_variant_is_normalized_again() -> None:
+    assert command_variants('a " " b') == ('a " " b', "a b")
+    assert command_variants('0\x85"') == ('0 "', "0")

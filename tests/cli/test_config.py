@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from penguin.config import AgentPaths, load_project_config, load_vault
+from penguin.approval import FACTORY_RULES, CommandPolicy
+from penguin.config import AgentPaths, PolicyRuleConfig, load_project_config, load_vault
 
 SECRET = "sk-do-not-print-me-123"
 
@@ -402,3 +403,208 @@ def test_vault_is_per_agent(tmp_path: Path) -> None:
     ok(penguin(tmp_path, "vault", "set", "TOKEN", "x", "--agent-id", "reviewer"))
     assert load_vault(AgentPaths(tmp_path, agent_id="reviewer").vault) == {"TOKEN": "x"}
     assert ok(penguin(tmp_path, "vault", "list")) == ""
+
+
+# ------------------------------------------------------------------ policy (issue 9.3)
+
+FACTORY_NAMES = [rule.name for rule in FACTORY_RULES]
+
+
+def verdict(root: Path, command: str) -> tuple[int, str]:
+    done = penguin(root, "policy", "test", command)
+    assert "Traceback" not in done.stderr
+    return done.returncode, done.stdout.strip()
+
+
+def add_a_model(root: Path) -> None:
+    ok(penguin(root, "model", "add", "--provider", "openai", "--model-id", "gpt-4o"))
+
+
+def test_9_3_a_new_project_file_lists_the_factory_rules(tmp_path: Path) -> None:
+    add_a_model(tmp_path)
+    path = project_file(tmp_path)
+    assert mode(path) == 0o600
+    text = path.read_text()
+    assert text.count("\n[[command_policy.rules]]\n") == len(FACTORY_RULES)
+    for rule in FACTORY_RULES:
+        assert f'name = "{rule.name}"\n' in text
+    project = load_project_config(path)
+    rules = project.policy_rules()
+    assert rules is not None
+    assert [(r.name, r.pattern, r.description, r.enabled) for r in rules] == [
+        (r.name, r.pattern, r.description, True) for r in FACTORY_RULES
+    ]
+    assert CommandPolicy.from_config(project.command_policy) == CommandPolicy()
+    # Later edits of the models leave the rules as they are.
+    ok(penguin(tmp_path, "model", "add", "--provider", "openai", "--model-id", "gpt-4o-mini"))
+    assert path.read_text().count("\n[[command_policy.rules]]\n") == len(FACTORY_RULES)
+
+
+def test_9_3_an_existing_project_file_is_not_rewritten_with_rules(tmp_path: Path) -> None:
+    path = project_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('# mine\n[[models]]\nprovider = "openai"\nmodel_id = "gpt-4o"\n')
+    path.chmod(0o600)
+    add_a_model(tmp_path)
+    assert "command_policy" not in path.read_text()
+    assert load_project_config(path).policy_rules() is None
+
+
+def test_9_3_policy_list_without_a_file_shows_the_factory_rules_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    out = ok(penguin(tmp_path, "policy", "list")).splitlines()
+    path = project_file(tmp_path)
+    assert out[0] == f"The command policy of {path} is on."
+    assert out[1].startswith("The file lists no rules, so the factory rules apply")
+    assert out[2].split() == ["NAME", "ENABLED", "DESCRIPTION"]
+    assert [line.split()[:2] for line in out[3:]] == [[name, "yes"] for name in FACTORY_NAMES]
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("rm -rf build", (1, "forbidden by rm-recursive-force")),
+        ("sudo /sbin/mkfs.ext4 /dev/sdb1", (1, "forbidden by mkfs")),
+        ("grep -rf p .", (0, "allowed")),
+        ("ls -la", (0, "allowed")),
+    ],
+)
+def test_9_3_policy_test_prints_the_rule_or_allowed(
+    tmp_path: Path, command: str, expected: tuple[int, str]
+) -> None:
+    assert verdict(tmp_path, command) == expected
+    assert not project_file(tmp_path).exists()
+
+
+def test_9_3_disable_and_enable_materialise_the_factory_rules_and_keep_comments(
+    tmp_path: Path,
+) -> None:
+    path = project_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('# my notes\n[[models]]  # prod\nprovider = "openai"\nmodel_id = "gpt-4o"\n')
+    path.chmod(0o600)
+    out = ok(penguin(tmp_path, "policy", "disable", "mkfs"))
+    assert "the factory rules were written into" in out
+    assert "Disabled rule mkfs." in out
+    text = path.read_text()
+    assert text.startswith("# my notes\n[[models]]  # prod\n")
+    assert text.count("\n[[command_policy.rules]]\n") == len(FACTORY_RULES)
+    assert verdict(tmp_path, "mkfs.ext4 disk.img") == (0, "allowed")
+    listing = ok(penguin(tmp_path, "policy", "list"))
+    assert "mkfs                      no" in listing
+    assert "The file lists no rules" not in listing
+    assert ok(penguin(tmp_path, "policy", "disable", "mkfs")).strip() == (
+        "Rule mkfs is already disabled."
+    )
+    assert ok(penguin(tmp_path, "policy", "enable", "mkfs")).strip() == "Enabled rule mkfs."
+    assert verdict(tmp_path, "mkfs.ext4 disk.img") == (1, "forbidden by mkfs")
+    assert os.listdir(path.parent) == [".project_config.toml"]  # no temporary left behind
+
+
+def test_9_3_add_and_remove(tmp_path: Path) -> None:
+    out = ok(
+        penguin(
+            tmp_path,
+            "policy",
+            "add",
+            "no-force-push",
+            r"git push\s.*(--force|-f)\b",
+            "--description",
+            "no force pushes",
+        )
+    )
+    path = project_file(tmp_path)
+    assert f"Added rule no-force-push to the command policy of {path}." in out
+    assert verdict(tmp_path, "git push origin main --force") == (1, "forbidden by no-force-push")
+    assert verdict(tmp_path, "rm -rf build") == (1, "forbidden by rm-recursive-force")
+    assert "pattern = 'git push\\s.*(--force|-f)\\b'\n" in path.read_text()
+    rules = load_project_config(path).policy_rules()
+    assert rules is not None
+    assert rules[-1] == PolicyRuleConfig(
+        "no-force-push", r"git push\s.*(--force|-f)\b", "no force pushes"
+    )
+    fails(
+        penguin(tmp_path, "policy", "add", "no-force-push", "x"),
+        'a rule named "no-force-push" is already in the command policy',
+    )
+    assert "Removed rule rm-recursive-force" in ok(
+        penguin(tmp_path, "policy", "remove", "rm-recursive-force")
+    )
+    assert verdict(tmp_path, "rm -rf build") == (0, "allowed")
+    for name in [*FACTORY_NAMES[1:], "no-force-push"]:
+        out = ok(penguin(tmp_path, "policy", "remove", name))
+    assert "No rules are left: the command policy forbids nothing." in out
+    assert load_project_config(path).policy_rules() == ()  # rules = [], not the factory set
+    assert verdict(tmp_path, "mkfs.ext4 /dev/sda") == (0, "allowed")
+
+
+def test_9_3_add_refuses_an_uncompilable_pattern_and_leaves_the_file(tmp_path: Path) -> None:
+    message = fails(
+        penguin(tmp_path, "policy", "add", "broken", "rm ("),
+        "the pattern of rule 'broken' is not a valid Python regular expression "
+        "(missing ), unterminated subpattern at position 3); nothing was changed",
+    )
+    assert message
+    assert not project_file(tmp_path).exists()
+    add_a_model(tmp_path)
+    before = project_file(tmp_path).read_bytes()
+    fails(penguin(tmp_path, "policy", "add", "broken", "[a-"), "unterminated character set")
+    assert project_file(tmp_path).read_bytes() == before
+
+
+def test_9_3_unknown_names_are_a_clear_error_and_change_nothing(tmp_path: Path) -> None:
+    add_a_model(tmp_path)
+    before = project_file(tmp_path).read_bytes()
+    for action in ("enable", "disable", "remove"):
+        fails(
+            penguin(tmp_path, "policy", action, "rm-rf"),
+            'no rule named "rm-rf" in the command policy (its rules: rm-recursive-force, mkfs,',
+        )
+    assert project_file(tmp_path).read_bytes() == before
+    # Without a file there is nothing to materialise either.
+    fails(penguin(tmp_path, "policy", "remove", "x", "--project-id", "other"), 'no rule named "x"')
+    assert not project_file(tmp_path, "other").exists()
+
+
+def test_9_3_a_hand_edited_uncompilable_pattern_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    path = project_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "[command_policy]\n"
+        '[[command_policy.rules]]\nname = "broken"\npattern = "rm ("\n'
+        '[[command_policy.rules]]\nname = "danger"\npattern = "danger"\n'
+    )
+    path.chmod(0o600)
+    done = penguin(tmp_path, "policy", "list")
+    assert done.returncode == 0
+    assert "broken  skipped" in done.stdout
+    assert "danger  yes" in done.stdout
+    warning = '[penguin] command policy rule "broken" skipped: its pattern is not a valid'
+    assert warning in done.stderr
+    done = penguin(tmp_path, "policy", "test", "run danger now")
+    assert (done.returncode, done.stdout) == (1, "forbidden by danger\n")
+    assert warning in done.stderr
+
+
+def test_9_3_a_policy_that_is_off_allows_everything_and_says_so(tmp_path: Path) -> None:
+    path = project_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("[command_policy]\nenabled = false\n")
+    path.chmod(0o600)
+    done = penguin(tmp_path, "policy", "test", "rm -rf /")
+    assert (done.returncode, done.stdout) == (0, "allowed\n")
+    assert "the command policy is off" in done.stderr
+    assert "is off (command_policy.enabled = false)." in ok(penguin(tmp_path, "policy", "list"))
+
+
+def test_9_3_policy_help_and_usage(tmp_path: Path) -> None:
+    done = penguin(tmp_path, "policy", with_root=False)
+    assert done.returncode == 1
+    assert "usage: penguin config policy" in done.stderr
+    for action in ("list", "enable", "disable", "add", "remove", "test"):
+        done = penguin(tmp_path, "policy", action, "--help", with_root=False)
+        assert done.returncode == 0
+        assert "examples:" in done.stdout
+    assert penguin(tmp_path, "policy", "add", "only-a-name").returncode == 2

@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from penguin import config as cfg
+from penguin import protocol as om
 from penguin.llm import testing as t
 from penguin.trace import read_trace
 
@@ -132,6 +133,43 @@ async def test_run_denies_on_end_of_input_and_still_completes(tmp_path: Path) ->
         "tool_call_id": "call_b",
         "content": "Tool call denied by user.",
     }
+
+
+async def test_9_1_run_labels_a_policy_hit_from_its_forbidden_decision(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    await trio.Path(workspace / "scratch").mkdir(parents=True)
+    command: dict[str, object] = {"description": "Clean up", "cmd": "rm -rf ./scratch"}
+    replies = iter(
+        [
+            tool_call_reply("call_c", "exec_command", command),
+            t.sse_reply([t.content_chunk("Understood."), t.finish_chunk()]),
+        ]
+    )
+    async with t.serve_openai_compatible(lambda request: next(replies)) as server:
+        configure_model(tmp_path / "root", server.base_url)
+        done = await penguin(
+            "run",
+            "-m",
+            "Clean up",
+            "--workspace",
+            str(workspace),
+            "--approve",
+            "allow-all",
+            "--root",
+            str(tmp_path / "root"),
+            cwd=tmp_path,
+        )
+        tool_message = server.requests[1].json()["messages"][-1]
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "× [forbidden by policy]" in out
+    assert "[denied]" not in out
+    assert await trio.Path(workspace / "scratch").is_dir()
+    assert tool_message["content"] == "Tool call denied by policy."
+    trace_line = [line for line in done.stderr.decode().splitlines() if line.startswith("trace: ")]
+    records = read_trace(Path(trace_line[0].removeprefix("trace: ")))
+    decisions = [r.payload for r in records if isinstance(r.payload, om.ApprovalDecisionPayload)]
+    assert [(d.decision, d.policy_rule) for d in decisions] == [("forbidden", "rm-recursive-force")]
 
 
 async def test_run_exits_4_on_auth_without_retrying(tmp_path: Path) -> None:

@@ -110,6 +110,8 @@ def test_9_7_top_level_help_lists_every_subcommand_without_loading_them(
         ["config"],
         ["config", "model"],
         ["config", "model", "add"],
+        ["config", "policy"],
+        ["config", "policy", "add"],
         ["config", "vault"],
         ["config", "vault", "set"],
     ],

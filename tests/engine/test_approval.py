@@ -81,7 +81,7 @@ async def test_the_command_policy_forbids_rm_rf_even_with_an_allow_all_approver(
     assert asked == []  # the policy answers without consulting the approver
     decision, output = [m.payload for m in of_call(seen, "c1")][1:]
     assert decision == om.ApprovalDecisionPayload(
-        decision="deny", tool_call_id="c1", policy_rule="rm-recursive-force"
+        decision="forbidden", tool_call_id="c1", policy_rule="rm-recursive-force"
     )
     assert isinstance(output, om.ToolCallOutputPayload)
     assert (output.output, output.stop_reason) == ("Tool call denied by policy.", "aborted")
@@ -208,10 +208,10 @@ async def test_an_async_approver_may_answer_forbidden_without_a_policy_rule(
     async with open_harness(tmp_path, llm) as h:
         seen, _ = await run_task(h.engine, "go", approve=strict)
     decision, output = [m.payload for m in of_call(seen, "c1")][1:]
-    assert decision == om.ApprovalDecisionPayload(decision="deny", tool_call_id="c1")
+    assert decision == om.ApprovalDecisionPayload(decision="forbidden", tool_call_id="c1")
     assert json.loads(om.dumps(of_call(seen, "c1")[1]))["payload"] == {
         "type": "approval_decision",
-        "decision": "deny",
+        "decision": "forbidden",
         "tool_call_id": "c1",
     }
     assert isinstance(output, om.ToolCallOutputPayload)

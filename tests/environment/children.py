@@ -68,7 +68,7 @@ class RoundContext:
         await self.send(call)
         answer = self.approve(call)
         verdict = await answer if inspect.isawaitable(answer) else answer
-        await self.send(om.approval_decision("allow" if verdict == "allow" else "deny", call_id))
+        await self.send(om.approval_decision(verdict, call_id))
         return verdict
 
     async def block(self) -> FakeResult:
