@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from penguin import __version__
 
-from . import _config, _demo, _run, _tool
+from . import _config, _demo, _run, _server, _tool
 
 __all__ = ["build_parser", "main"]
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     _demo.register(commands)
     _tool.register(commands)
     _config.register(commands)
+    _server.register(commands)
     return parser
 
 
