@@ -211,6 +211,8 @@ class Guard:
             if started:
                 logger.warning("penguin server: %s after the response began", error.code)
                 return
+            if isinstance(error, BodyTooLarge):
+                await _discard_body(receive)
             await send_json(guarded_send, error.status, error.body(), headers=error.headers.items())
         except Exception:
             logger.exception("penguin server: internal error on %s %s", scope.get("method"), path)
@@ -277,6 +279,28 @@ def _from_http_exception(exc: HTTPException, scope: Scope) -> ApiError:
     if exc.status_code == 404:
         return ApiError(404, "not_found", f"There is no route {path!r}.")
     return ApiError(exc.status_code, "invalid_request", str(exc.detail))
+
+
+_DISCARD_BYTES: Final = 16 * MAX_BODY_BYTES
+_DISCARD_SECONDS: Final = 5.0
+
+
+async def _discard_body(receive: Receive) -> None:
+    """Read (and drop) the rest of a refused body, so the client gets to read the 413.
+
+    A server that answers and closes while the client is still sending makes the
+    client's kernel see a reset, and the answer is lost. The rest is read for a
+    bounded time and size only; past that the connection is simply closed.
+    """
+    received = 0
+    with trio.move_on_after(_DISCARD_SECONDS):
+        while received < _DISCARD_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            received += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
 
 def _capped(receive: Receive) -> Receive:
