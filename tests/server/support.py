@@ -5,8 +5,7 @@ It keeps one script per conversation, keyed by the conversation's first user mes
 and answers a request with the step whose index is the number of assistant messages
 the request already carries (so every session with the same task follows the same
 script, however many run at once). A conversation without a script is answered
-"Done.". A subagent's conversation starts with ``Caller agent: <agent>\n<prompt>``
-(:func:`child_prompt`).
+"Done.". A subagent's conversation starts with the prompt run_subagent was given.
 
 :class:`EventStream` reads a ``text/event-stream`` response frame by frame; tests wait
 on what the stream says (``until``), never on the clock.
@@ -36,10 +35,6 @@ SESSIONS = f"/api/projects/{PROJECT}/agents/{AGENT}/sessions"
 
 Step = Callable[[int], t.Reply | Awaitable[t.Reply]]
 """One answer of a script: called with the turn's index."""
-
-
-def child_prompt(task: str, agent: str = AGENT) -> str:
-    return f"Caller agent: {agent}\n{task}"
 
 
 def say(text: str) -> Step:
@@ -168,7 +163,7 @@ class Event:
             return ":" + self.comment
         if self.event == "server_event":
             return str(self.data["type"])
-        return str(self.data["payload"]["type"])
+        return str(self.data["payload"].get("type", self.data["type"]))
 
     def is_state(self, state: str) -> bool:
         return self.type == "task_state" and self.data["state"] == state
