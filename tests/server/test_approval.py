@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from penguin import config as cfg
+from penguin import protocol as om
 from penguin.trace import read_trace, trace_files
 
 from .support import (
@@ -281,9 +282,7 @@ async def test_s6_7_every_decision_is_an_approval_decision_in_the_trace(
         await stream.until_idle()
     (trace,) = trace_files(cfg.AgentPaths(root).traces_dir, sid)
     recorded = [
-        r.payload
-        for r in read_trace(trace)
-        if getattr(r.payload, "type", "") == "approval_decision"
+        r.payload for r in read_trace(trace) if isinstance(r.payload, om.ApprovalDecisionPayload)
     ]
     assert [(p.decision, p.policy_rule) for p in recorded][:2] == [("allow", None), ("deny", None)]
     assert recorded[2].decision in ("deny", "forbidden")

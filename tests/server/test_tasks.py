@@ -51,12 +51,13 @@ async def test_s5_1_a_task_is_accepted_at_once_and_runs_in_the_server(
 
 async def test_s5_1_bad_input_is_refused_and_starts_nothing(client: httpx.AsyncClient) -> None:
     sid = (await create_session(client))["sessionId"]
-    for body in (
+    bodies: list[dict[str, object]] = [
         {"input": [{"type": "image_url", "url": "x"}]},
         {"input": [{"type": "text", "text": ""}]},
         {"input": []},
         {},
-    ):
+    ]
+    for body in bodies:
         refused = await client.post(f"/api/sessions/{sid}/tasks", json=body)
         assert error_of(refused) == (400, "invalid_request")
     info = (await client.get(f"/api/sessions/{sid}")).json()["session"]
