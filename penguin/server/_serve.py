@@ -34,6 +34,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from penguin import config as cfg
+from penguin._concurrency import collapse_single
 
 from ._app import build_router
 from ._asgi import Guard
@@ -155,28 +156,39 @@ async def open_server(options: ServerOptions = ServerOptions()) -> AsyncIterator
         logger.warning(
             "penguin server: --allow-host is used only with a wildcard --host (0.0.0.0 or ::)"
         )
-    async with ServerSessions.open(options.root, grace=options.grace) as sessions:
-        app = Guard(
-            build_router(sessions, token=token, project_id=options.project_id),
-            token=token,
-            allowed_hosts=allowed_hosts(options.host, options.allow_hosts),
-        )
-        stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            binds: list[str] = await nursery.start(
-                partial(
-                    serve,
-                    cast(Any, app),
-                    _hypercorn_config(options),
-                    shutdown_trigger=stop.wait,
-                )
+    with collapse_single():
+        async with (
+            ServerSessions.open(options.root, grace=options.grace) as sessions,
+            _serving(options, sessions, token) as server,
+        ):
+            yield server
+
+
+@asynccontextmanager
+async def _serving(
+    options: ServerOptions, sessions: ServerSessions, token: str
+) -> AsyncIterator[RunningServer]:
+    app = Guard(
+        build_router(sessions, token=token, project_id=options.project_id),
+        token=token,
+        allowed_hosts=allowed_hosts(options.host, options.allow_hosts),
+    )
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        binds: list[str] = await nursery.start(
+            partial(
+                serve,
+                cast(Any, app),
+                _hypercorn_config(options),
+                shutdown_trigger=stop.wait,
             )
-            port = int(binds[0].rsplit(":", 1)[1])
-            try:
-                yield RunningServer(options.host, port, token, sessions)
-            finally:
-                stop.set()
-                await sessions.shutdown()
+        )
+        port = int(binds[0].rsplit(":", 1)[1])
+        try:
+            yield RunningServer(options.host, port, token, sessions)
+        finally:
+            stop.set()
+            await sessions.shutdown()
 
 
 async def run_server(options: ServerOptions, out: TextIO | None = None) -> int:

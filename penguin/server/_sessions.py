@@ -45,6 +45,7 @@ import trio
 
 from penguin import config as cfg
 from penguin import protocol as om
+from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
 from penguin.approval import DEFAULT_APPROVAL_MODE
 from penguin.environment import WorkspaceError
@@ -171,16 +172,19 @@ class ServerSessions:
         root_path = cfg.data_root(root)
         index = await SessionIndex.open(root_path)
         try:
-            async with trio.open_nursery() as nursery:
-                sessions = cls(root_path, index, nursery, epoch=epoch or new_epoch(), grace=grace)
-                await sessions.index_unlisted()
-                try:
-                    yield sessions
-                finally:
+            with collapse_single():
+                async with trio.open_nursery() as nursery:
+                    sessions = cls(
+                        root_path, index, nursery, epoch=epoch or new_epoch(), grace=grace
+                    )
+                    await sessions.index_unlisted()
                     try:
-                        await sessions.shutdown()
+                        yield sessions
                     finally:
-                        nursery.cancel_scope.cancel()
+                        try:
+                            await sessions.shutdown()
+                        finally:
+                            nursery.cancel_scope.cancel()
         finally:
             await index.aclose()
 
