@@ -16,6 +16,7 @@ PUBLIC_MODULES = [
     "penguin.trace",
     "penguin.llm",
     "penguin.llm.testing",
+    "penguin.server",
 ]
 
 
