@@ -205,6 +205,18 @@ class ServerSessions:
             raise ApiError(404, "session_not_found", f"There is no session {session_id!r}.")
         return row
 
+    async def _known(self, session_id: str) -> _Live | None:
+        """404 unless the session exists; its live state when the server holds one.
+
+        A session held in memory exists (it leaves memory before its row goes), so the
+        routes a running task needs quickly (approvals, abort, steer) skip the index.
+        """
+        live = self._live.get(session_id)
+        if live is not None and session_id not in self._retiring:
+            return live
+        await self._row(session_id)
+        return self._live.get(session_id)
+
     def _paths(self, project_id: str, agent_id: str) -> cfg.AgentPaths:
         return cfg.AgentPaths(self.root, project_id, agent_id)
 
@@ -541,8 +553,7 @@ class ServerSessions:
 
     async def steer(self, session_id: str, text: str) -> None:
         """Deliver ``text`` to the running task between turns (S5.2); 409 when idle."""
-        await self._row(session_id)
-        live = self._live.get(session_id)
+        live = await self._known(session_id)
         session = None if live is None or not live.running else live.session
         if session is None or not session.steer([om.user_text(text)]):
             raise ApiError(
@@ -551,8 +562,7 @@ class ServerSessions:
 
     async def abort(self, session_id: str) -> bool:
         """Interrupt the running task gracefully (S5.3); False when the session is idle."""
-        await self._row(session_id)
-        live = self._live.get(session_id)
+        live = await self._known(session_id)
         if live is None or not live.running or live.interrupt is None:
             return False
         live.interrupt.set()  # first: the denied calls then record no decision (S6.6)
@@ -563,16 +573,14 @@ class ServerSessions:
 
     async def approvals(self, session_id: str) -> list[dict[str, object]]:
         """The pending calls, in the order they were asked (S6.4)."""
-        await self._row(session_id)
-        live = self._live.get(session_id)
+        live = await self._known(session_id)
         return [] if live is None else [p.describe() for p in live.approvals.pending]
 
     async def decide(
         self, session_id: str, call_id: str, decision: Literal["allow", "deny"]
     ) -> None:
         """Answer a pending call (S6.3); the first answer wins, later ones are 404."""
-        await self._row(session_id)
-        live = self._live.get(session_id)
+        live = await self._known(session_id)
         if live is None or not live.approvals.answer(call_id, decision):
             raise ApiError(
                 404,
@@ -584,7 +592,7 @@ class ServerSessions:
 
     async def subscribe(self, session_id: str, last_event_id: str | None) -> Subscriber:
         """A subscriber of the session's channel, with the snapshot of S7.3."""
-        await self._row(session_id)
+        await self._known(session_id)
         live = self._live_for(session_id)
         snapshot = [server_event_frame(_task_state(live.state))]
         snapshot.extend(server_event_frame(_approval_request(p)) for p in live.approvals.pending)
@@ -594,8 +602,7 @@ class ServerSessions:
 
     async def processes(self, session_id: str) -> list[dict[str, object]]:
         """The session's background commands (S5.5)."""
-        await self._row(session_id)
-        live = self._live.get(session_id)
+        live = await self._known(session_id)
         session = None if live is None else live.session
         if session is None:
             return []
@@ -615,8 +622,7 @@ class ServerSessions:
 
     async def kill_process(self, session_id: str, process_id: str) -> None:
         """Kill one background command of the session; 404 ``process_not_found``."""
-        await self._row(session_id)
-        live = self._live.get(session_id)
+        live = await self._known(session_id)
         session = None if live is None else live.session
         if session is None or not await session.environment.kill_background_command(process_id):
             raise ApiError(
