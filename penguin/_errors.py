@@ -44,6 +44,9 @@ holds only the root and the one class of ``penguin.agent``::
           │    └── UnsupportedImageError
           │  penguin.engine (engine/_errors.py)
           ├── EngineBusyError                (RuntimeError) a run is already live
+          │  penguin.server (server/_errors.py)
+          ├── ApiError                       a request the server refuses: status + code
+          │    └── BodyTooLarge              413 payload_too_large, found while reading a body
           │  penguin (this module; raised by penguin/agent.py)
           └── SessionNotFoundError           (LookupError) no trace of that session id
 

@@ -15,10 +15,15 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-__all__ = ["logger", "warn"]
+__all__ = ["child", "logger", "warn"]
 
 logger: Final = logging.getLogger("penguin")
 """The ``penguin`` logger; everything penguin logs is a warning on it."""
+
+
+def child(name: str) -> logging.Logger:
+    """The ``penguin.<name>`` logger, for a surface with log lines of its own (the server)."""
+    return logger.getChild(name)
 
 
 def warn(line: str) -> None:

@@ -123,6 +123,7 @@ def test_10_7_the_walk_finds_the_public_packages() -> None:
         "penguin.engine",
         "penguin.agent",
         "penguin.cli",
+        "penguin.server",
     ):
         assert name in PUBLIC_MODULES, name
     assert not [name for name in PUBLIC_MODULES if "._" in name]

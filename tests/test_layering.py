@@ -11,8 +11,9 @@ The layers, lowest first::
     4  engine
     5  agent
     6  batch
-    7  cli | server                               (siblings; ``python -m penguin`` is cli)
-    8  penguin itself (the facade that re-exports them all; nothing inside imports it)
+    7  server
+    8  cli (``penguin server`` starts the server, so the command line sits above it)
+    9  penguin itself (the facade that re-exports them all; nothing inside imports it)
 
 A module may import anything in its own unit (``environment`` with its ``tools/`` and
 ``supervisor/``, say) and anything in a lower layer; an import of a higher layer is
@@ -49,9 +50,9 @@ LAYERS: Mapping[str, int] = {
     "engine": 4,
     "agent": 5,
     "batch": 6,
-    "cli": 7,
     "server": 7,
-    "<facade>": 8,
+    "cli": 8,
+    "<facade>": 9,
 }
 
 
@@ -315,12 +316,12 @@ def test_10_7_the_checker_fails_on_a_sideways_import() -> None:
         penguin__llm__init="",
         penguin__llm___client="from ..trace import TraceWriter\n",
         penguin__trace__init="",
-        penguin__cli__init="import penguin.server\n",
-        penguin__server__init="",
+        penguin__approval__init="import penguin.environment\n",
+        penguin__environment__init="",
     )
     assert kinds(check(modules)) == {
         ("sideways", ("penguin.llm._client", "penguin.trace")),
-        ("sideways", ("penguin.cli", "penguin.server")),
+        ("sideways", ("penguin.approval", "penguin.environment")),
     }
 
 

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("_demo", "run a scripted task end to end (no model, no network needed)"),
     "tool": ("_tool", "run one tool call through the Environment (no model needed)"),
     "config": ("_config", "configure models, the command policy and the vault"),
+    "server": ("_server", "serve sessions over HTTP + SSE, with a page for the browser"),
 }
 
 

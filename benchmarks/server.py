@@ -1,0 +1,397 @@
+r"""``penguin server`` under load, beside the same work done in-process through ``Session.run``.
+
+Run it with ``python -m benchmarks.server`` (``--quick`` for a smaller run). One local
+OpenAI-compatible model (``penguin.llm.testing``) in this process answers both sides;
+each side runs in a process of its own, so their peak RSS can be read (``VmHWM``):
+
+a. 64 sessions at once, each a scripted task of 10 ``exec_command`` calls under
+   ``always-ask``. Server: a real ``penguin server`` process; for every session a client
+   reads ``approval_request`` from the stream and approves it with a POST. Baseline: a
+   worker process running the same 64 sessions with ``Session.run`` and an approver
+   that allows at once. Figures: total wall time (target: server <= 1.5 x baseline);
+   the approval round trip, from the client receiving ``approval_request`` to it
+   receiving the call's first output (p50, p99; target: p50 < 5 ms), under that load
+   and for one session alone; the server's peak RSS (target: < 300 MB).
+b. SSE fan-out: one session whose model streams 20,000 text chunks, read by 10
+   subscribers of its stream: events per second delivered (all subscribers together,
+   and per subscriber), beside the rate at which ``Session.run`` yields the same
+   messages in-process.
+
+Login shells read no profile (``HOME`` is a fresh directory), and every loop is bounded:
+the benchmark stops by itself. Traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import psutil
+import trio
+
+import penguin
+from penguin import config as cfg
+from penguin import protocol as om
+from penguin.approval import approver_for_mode
+from penguin.llm import testing as t
+
+CALLS_TASK: Final = "bench: ten commands"
+BURST_TASK: Final = "bench: a burst of text"
+TOKEN: Final = "benchmark-token"
+MB: Final = 1_000_000
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _first_user_text(body: dict[str, Any]) -> str:
+    for message in body.get("messages", []):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return ""
+
+
+def model_handler(calls: int, burst: int) -> Callable[[t.ReceivedRequest], t.Reply]:
+    """The script both sides run: ``calls`` commands one per turn, or one long burst."""
+
+    def handler(request: t.ReceivedRequest) -> t.Reply:
+        body = request.json()
+        turn = sum(1 for m in body["messages"] if m.get("role") == "assistant")
+        task = _first_user_text(body)
+        if task == CALLS_TASK and turn < calls:
+            arguments = json.dumps({"description": "step", "cmd": f"echo step {turn}"})
+            return t.sse_reply(
+                [
+                    t.tool_call_chunk(
+                        0, id=f"call_{turn}", name="exec_command", arguments=arguments
+                    ),
+                    t.finish_chunk("tool_calls"),
+                ]
+            )
+        if task == BURST_TASK and turn == 0:
+            chunks: list[dict[str, Any]] = [t.content_chunk("word ") for _ in range(burst)]
+            return t.sse_reply([*chunks, t.finish_chunk()])
+        return t.sse_reply([t.content_chunk("Done."), t.finish_chunk()])
+
+    return handler
+
+
+def configure(root: Path, base_url: str) -> None:
+    paths = cfg.AgentPaths(root)
+    entry = cfg.ModelEntry(provider="local", model_id="bench", base_url=base_url, api_key="k")
+    project = cfg.add_model(cfg.load_project_config(paths.project_config), entry, set_default=True)
+    cfg.save_project_config(paths.project_config, project)
+
+
+def peak_rss(pid: int | None = None) -> int:
+    """The process's peak resident set (``VmHWM``), in bytes."""
+    status = Path(f"/proc/{pid or 'self'}/status").read_text()
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _cpu(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def percentile(samples: list[float], q: int) -> float:
+    if len(samples) < 2:
+        return samples[0] if samples else float("nan")
+    return statistics.quantiles(samples, n=100)[q - 1]
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+async def worker(root: Path, sessions: int, burst: int) -> dict[str, float]:
+    """The baseline, in its own process: the same sessions through ``Session.run``."""
+    agent = penguin.Agent.open(root)
+
+    async def allow(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        return "allow"
+
+    async def one() -> None:
+        async with agent.session() as session:
+            approve = approver_for_mode(
+                "always-ask", ask=allow, permission=session.environment.tool_permission
+            )
+            async with session.run([om.user_text(CALLS_TASK)], approve=approve) as stream:
+                async for _ in stream:
+                    pass
+            assert stream.result.status == "completed", stream.result
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(sessions):
+            nursery.start_soon(one)
+    wall = time.perf_counter() - start
+    async with agent.session() as session:
+        count = 0
+        began = time.perf_counter()
+        async with session.run([om.user_text(BURST_TASK)]) as stream:
+            async for _ in stream:
+                count += 1
+        rate = count / (time.perf_counter() - began)
+    return {"wall": wall, "rate": rate, "events": count, "rss": peak_rss()}
+
+
+async def run_worker(root: Path, sessions: int, burst: int) -> dict[str, float]:
+    done = await trio.run_process(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.server",
+            "--worker",
+            str(root),
+            str(sessions),
+            str(burst),
+        ],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the baseline worker failed:\n{done.stderr.decode()[-3000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.decode().splitlines()[-1])
+    return figures
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class Frames:
+    """SSE frames of one response, as raw bytes (parsed only when a test needs to)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._chunks = response.aiter_bytes()
+        self._buffer = b""
+
+    async def next(self) -> bytes | None:
+        while b"\n\n" not in self._buffer:
+            try:
+                self._buffer += await self._chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+        frame, _, self._buffer = self._buffer.partition(b"\n\n")
+        return frame
+
+    async def aclose(self) -> None:
+        with trio.CancelScope() as scope, contextlib.suppress(Exception):
+            scope.cancel()
+            async for _ in self._chunks:
+                pass
+
+
+def _data(frame: bytes) -> Any:
+    for line in frame.split(b"\n"):
+        if line.startswith(b"data: "):
+            return json.loads(line[6:])
+    return None
+
+
+@contextlib.asynccontextmanager
+async def frames_of(client: httpx.AsyncClient, sid: str) -> AsyncIterator[Frames]:
+    async with client.stream("GET", f"/api/sessions/{sid}/stream") as response:
+        frames = Frames(response)
+        try:
+            yield frames
+        finally:
+            await frames.aclose()
+
+
+async def drive_session(client: httpx.AsyncClient, round_trips: list[float]) -> None:
+    """One session of (a): create, run, approve every call from the stream."""
+    created = await client.post(
+        "/api/projects/default_project/agents/default_agent/sessions",
+        json={"approvalMode": "always-ask"},
+    )
+    sid = created.json()["session"]["sessionId"]
+    asked: dict[str, float] = {}
+    running = False
+    async with frames_of(client, sid) as frames:
+        started = await client.post(
+            f"/api/sessions/{sid}/tasks", json={"input": [{"type": "text", "text": CALLS_TASK}]}
+        )
+        assert started.status_code == 202, started.text
+        while (frame := await frames.next()) is not None:
+            if b"approval_request" in frame:
+                now = time.perf_counter()
+                call_id = _data(frame)["toolCall"]["payload"]["tool_call_id"]
+                asked[call_id] = now
+                answer = await client.post(
+                    f"/api/sessions/{sid}/approvals/{call_id}", json={"decision": "allow"}
+                )
+                assert answer.status_code == 204, answer.text
+            elif b'"partial_tool_call_output"' in frame and b'"start"' in frame:
+                now = time.perf_counter()
+                call_id = _data(frame)["payload"]["tool_call_id"]
+                if call_id in asked:
+                    round_trips.append(now - asked.pop(call_id))
+            elif b'"task_state"' in frame:
+                state = _data(frame)["state"]
+                if state == "running":
+                    running = True
+                elif running:
+                    break
+
+
+async def fan_out(client: httpx.AsyncClient, subscribers: int) -> tuple[int, float]:
+    """(b): one burst session, ``subscribers`` readers; events delivered and seconds taken."""
+    created = await client.post(
+        "/api/projects/default_project/agents/default_agent/sessions", json={}
+    )
+    sid = created.json()["session"]["sessionId"]
+    counts: list[int] = []
+    began: list[float] = []
+
+    async def follow(task_status: trio.TaskStatus[None]) -> None:
+        count = 0
+        running = False
+        async with frames_of(client, sid) as frames:
+            task_status.started()
+            while (frame := await frames.next()) is not None:
+                count += 1
+                if b'"task_state"' in frame:
+                    if b'"running"' in frame:
+                        running = True
+                    elif running:
+                        break
+        counts.append(count)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(subscribers):
+            await nursery.start(follow)
+        began.append(time.perf_counter())
+        started = await client.post(
+            f"/api/sessions/{sid}/tasks", json={"input": [{"type": "text", "text": BURST_TASK}]}
+        )
+        assert started.status_code == 202
+    return sum(counts), time.perf_counter() - began[0]
+
+
+async def run_server(root: Path, sessions: int, subscribers: int) -> dict[str, Any]:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "penguin", "server", "--port", "0", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PENGUIN_SERVER_TOKEN": TOKEN},
+    )
+    assert process.stdout is not None
+    line = b""
+    with trio.fail_after(60):
+        while not line.endswith(b"\n"):
+            line += await process.stdout.receive_some(4096)
+    base = line.decode().split("server: ", 1)[1].split("/?token=")[0]
+    limits = httpx.Limits(max_connections=4 * sessions + 32, max_keepalive_connections=None)
+    figures: dict[str, Any] = {}
+    try:
+        async with httpx.AsyncClient(
+            base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120, limits=limits
+        ) as client:
+            alone: list[float] = []
+            await drive_session(client, alone)  # also warms the server up
+            loaded: list[float] = []
+            server_cpu = _cpu(process.pid)
+            client_cpu = time.process_time()
+            start = time.perf_counter()
+            with trio.fail_after(600):
+                async with trio.open_nursery() as nursery:
+                    for _ in range(sessions):
+                        nursery.start_soon(drive_session, client, loaded)
+            figures["wall"] = time.perf_counter() - start
+            figures["server_cpu"] = _cpu(process.pid) - server_cpu
+            figures["client_cpu"] = time.process_time() - client_cpu
+            figures["alone"] = alone
+            figures["loaded"] = loaded
+            with trio.fail_after(600):
+                figures["events"], figures["seconds"] = await fan_out(client, subscribers)
+        figures["rss"] = peak_rss(process.pid)
+    finally:
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            figures["exit"] = await process.wait()
+    return figures
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _verdict(ok: bool) -> str:
+    return "ok  " if ok else "MISS"
+
+
+async def main(quick: bool) -> None:
+    sessions, calls, subscribers, burst = (16, 10, 10, 5_000) if quick else (64, 10, 10, 20_000)
+    with tempfile.TemporaryDirectory(prefix="penguin-bench-") as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        os.environ["HOME"] = str(home)  # login shells read no profile, on both sides
+        async with t.serve_openai_compatible(model_handler(calls, burst)) as model:
+            base_root, server_root = Path(tmp) / "baseline", Path(tmp) / "server"
+            configure(base_root, model.base_url)
+            configure(server_root, model.base_url)
+            print(f"penguin server benchmark: {sessions} sessions x {calls} exec_command calls")
+            baseline = await run_worker(base_root, sessions, burst)
+            server = await run_server(server_root, sessions, subscribers)
+    ratio = server["wall"] / baseline["wall"]
+    loaded, alone = server["loaded"], server["alone"]
+    p50, p99 = statistics.median(loaded) * 1000, percentile(loaded, 99) * 1000
+    a50, a99 = statistics.median(alone) * 1000, percentile(alone, 99) * 1000
+    print(f"(a) {sessions} sessions, {len(loaded)} approvals through HTTP")
+    print(f"    server (HTTP + SSE approvals)  {server['wall']:7.2f} s")
+    print(f"    baseline (Session.run)         {baseline['wall']:7.2f} s")
+    print(
+        f"    ratio                          {ratio:7.2f} x"
+        f"    {_verdict(ratio <= 1.5)} target <= 1.5 x"
+    )
+    print(
+        f"    approval round trip, loaded    p50 {p50:6.2f} ms  p99 {p99:6.2f} ms"
+        f"    {_verdict(p50 < 5)} target p50 < 5 ms"
+    )
+    busy = server["server_cpu"] / server["wall"], server["client_cpu"] / server["wall"]
+    print(
+        f"    CPU during (a): server {busy[0]:4.0%} of a core, this client + model {busy[1]:4.0%}"
+    )
+    print(f"    approval round trip, alone     p50 {a50:6.2f} ms  p99 {a99:6.2f} ms")
+    rss, base_rss = server["rss"] / MB, baseline["rss"] / MB
+    print(
+        f"    peak RSS: server {rss:6.1f} MB, baseline worker {base_rss:6.1f} MB"
+        f"    {_verdict(rss < 300)} target < 300 MB"
+    )
+    rate = server["events"] / server["seconds"]
+    print(f"(b) SSE fan-out: {burst:,} text chunks, {subscribers} subscribers")
+    print(
+        f"    server: {server['events']:,} events in {server['seconds']:.2f} s"
+        f" = {rate:,.0f} events/s"
+        f" ({rate / subscribers:,.0f} per subscriber)"
+    )
+    print(f"    baseline (Session.run in-process): {baseline['rate']:,.0f} messages/s")
+    print(f"    server exit status after SIGINT: {server['exit']}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="16 sessions, a 5,000-chunk burst")
+    parser.add_argument(
+        "--worker", nargs=3, metavar=("ROOT", "SESSIONS", "BURST"), help=argparse.SUPPRESS
+    )
+    arguments = parser.parse_args()
+    if arguments.worker:
+        root, count, size = arguments.worker
+        print(json.dumps(trio.run(worker, Path(root), int(count), int(size))))
+    else:
+        trio.run(main, arguments.quick)

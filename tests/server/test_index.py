@@ -1,0 +1,178 @@
+"""The session index and the scan of traces, without sockets (S4.3, S4.8, S6.1)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from pathlib import Path
+
+import trio
+
+from penguin import protocol as om
+from penguin.server._approvals import ApprovalRegistry
+from penguin.server._approver import SessionApprover
+from penguin.server._index import SessionIndex, SessionRow, SessionTable
+from penguin.server._scan import unindexed_sessions
+
+SID = "session-2026-01-02-03-04-05-0123abcd"
+
+
+def row(
+    session_id: str = SID, *, active: str = "2026-01-02T03:04:05.000Z", **more: object
+) -> SessionRow:
+    values: dict[str, object] = {
+        "session_id": session_id,
+        "project_id": "p",
+        "agent_id": "a",
+        "provider": "local",
+        "model_id": "m",
+        "workspace": "/w",
+        "approval_mode": "allow-all",
+        "title": None,
+        "archived": False,
+        "created_at": "2026-01-02T03:04:05.000Z",
+        "last_active_at": active,
+    }
+    values.update(more)
+    return SessionRow(**values)  # type: ignore[arg-type]
+
+
+def test_s4_8_the_index_is_one_wal_sqlite_file_of_session_rows(tmp_path: Path) -> None:
+    table = SessionTable(tmp_path / "server.sqlite3")
+    table.insert(row())
+    table.close()
+    assert stat.S_IMODE((tmp_path / "server.sqlite3").stat().st_mode) == 0o600
+    with sqlite3.connect(tmp_path / "server.sqlite3") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        assert tables == {"sessions"}
+
+
+def test_s4_3_listing_is_newest_last_active_first_and_archived_apart(tmp_path: Path) -> None:
+    table = SessionTable(tmp_path / "i.sqlite3")
+    table.insert(row("session-2026-01-02-03-04-05-00000001", active="2026-01-02T00:00:01.000Z"))
+    table.insert(row("session-2026-01-02-03-04-05-00000002", active="2026-01-02T00:00:03.000Z"))
+    table.insert(row("session-2026-01-02-03-04-05-00000003", active="2026-01-02T00:00:02.000Z"))
+    table.insert(row("session-2026-01-02-03-04-05-00000004", archived=True))
+    listed = [r.session_id[-1] for r in table.list("p", "a", archived=False)]
+    assert listed == ["2", "3", "1"]
+    assert [r.session_id[-1] for r in table.list("p", "a", archived=True)] == ["4"]
+    assert table.list("p", "other", archived=False) == []
+
+
+def test_s4_5_update_changes_only_the_given_fields(tmp_path: Path) -> None:
+    table = SessionTable(tmp_path / "i.sqlite3")
+    table.insert(row(title="old"))
+    changed = table.update(SID, approval_mode="always-ask")
+    assert changed is not None
+    assert changed.approval_mode == "always-ask"
+    assert changed.title == "old"
+    cleared = table.update(SID, title=None, title_set=True, archived=True)
+    assert cleared is not None
+    assert cleared.title is None
+    assert cleared.archived
+    assert table.update("session-2026-01-02-03-04-05-ffffffff", archived=True) is None
+    assert table.delete(SID)
+    assert not table.delete(SID)
+
+
+def set_mode(root: Path, mode: str) -> None:
+    with sqlite3.connect(root / "server.sqlite3") as other:
+        other.execute("UPDATE sessions SET approval_mode = ? WHERE session_id = ?", (mode, SID))
+
+
+async def test_s6_1_mode_is_reread_on_every_decision(tmp_path: Path) -> None:
+    index = await SessionIndex.open(tmp_path)
+    await index.insert(row(approval_mode="deny-all"))
+    reads: list[str] = []
+    approver = SessionApprover(
+        index, SID, ApprovalRegistry(), lambda name: "r", on_read=reads.append
+    )
+    call = om.tool_call("read_file", {"description": "d", "file_path": "x"}, "c1")
+    assert await approver(call) == "deny"
+    with sqlite3.connect(tmp_path / "server.sqlite3") as other:  # another writer, not the server
+        other.execute(
+            "UPDATE sessions SET approval_mode = 'allow-all' WHERE session_id = ?", (SID,)
+        )
+    assert await approver(call) == "allow"
+    with sqlite3.connect(tmp_path / "server.sqlite3") as other:
+        other.execute(
+            "UPDATE sessions SET approval_mode = 'read-only' WHERE session_id = ?", (SID,)
+        )
+    assert await approver(call) == "allow"  # permission "r"
+    assert reads == ["deny-all", "allow-all", "read-only"]
+    await index.aclose()
+
+
+async def test_s6_1_read_only_asks_for_anything_but_r_and_always_ask_asks(tmp_path: Path) -> None:
+    index = await SessionIndex.open(tmp_path)
+    await index.insert(row(approval_mode="read-only"))
+    asked = trio.Semaphore(0, max_value=10)
+    registry = ApprovalRegistry(lambda pending: asked.release())
+    permissions = {"read_file": "r", "write_file": "rw"}
+    approver = SessionApprover(index, SID, registry, permissions.get)  # type: ignore[arg-type]
+    answers: list[str] = []
+
+    async def ask(name: str, call_id: str) -> None:
+        answers.append(await approver(om.tool_call(name, {"description": "d"}, call_id)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask, "write_file", "w")
+        nursery.start_soon(ask, "unknown_tool", "u")
+        with trio.fail_after(10):
+            await asked.acquire()
+            await asked.acquire()
+        assert {p.tool_call_id for p in registry.pending} == {"w", "u"}
+        registry.answer("w", "allow")
+        registry.answer("u", "deny")
+    assert sorted(answers) == ["allow", "deny"]
+    await index.update(SID, approval_mode="always-ask")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask, "read_file", "r1")
+        with trio.fail_after(10):
+            await asked.acquire()
+        registry.answer("r1", "deny")
+    assert answers[-1] == "deny"
+    await index.delete(SID)
+    assert await approver(om.tool_call("read_file", {}, "gone")) == "deny"
+    await index.aclose()
+
+
+def write_trace(path: Path, session_id: str, *, source: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = om.session_meta(
+        session_id=session_id,
+        provider="local",
+        model_id="m",
+        model_context_window="unknown",
+        system_prompt="sp",
+        agent_state="/state",
+        workspace="/ws",
+        source=source,  # type: ignore[arg-type]
+    )
+    path.write_text(om.dumps(meta) + "\n" + om.dumps(om.user_text("hi")) + "\n")
+
+
+def test_s4_8_traces_without_rows_are_found_but_not_subagents_or_odd_names(tmp_path: Path) -> None:
+    traces = tmp_path / "proj" / "agents" / "ag" / "traces" / "2026-01-02"
+    top = "session-2026-01-02-03-04-05-00000001"
+    child = "session-2026-01-02-03-04-05-00000002"
+    known = "session-2026-01-02-03-04-05-00000003"
+    write_trace(traces / f"{top}_001.jsonl", top)
+    write_trace(traces / f"{top}_002.jsonl", top)
+    write_trace(traces / f"{child}_001.jsonl", child, source="subagent")
+    write_trace(traces / f"{known}_001.jsonl", known)
+    write_trace(traces / "not-a-session_001.jsonl", "not-a-session")
+    bad = tmp_path / "bad.project" / "agents" / "ag" / "traces" / "2026-01-02"
+    write_trace(bad / f"{top[:-1]}9_001.jsonl", top[:-1] + "9")
+    (traces / "session-2026-01-02-03-04-05-00000004_001.jsonl").write_text(json.dumps([1]) + "\n")
+    found = unindexed_sessions(tmp_path, {known})
+    assert [(r.session_id, r.project_id, r.agent_id, r.approval_mode) for r in found] == [
+        (top, "proj", "ag", "allow-all")
+    ]
+    assert found[0].workspace == "/ws"
+    assert found[0].model_id == "m"
+    assert found[0].last_active_at >= found[0].created_at
