@@ -1,4 +1,12 @@
-"""The agent loop: turns, approvals, concurrent tools, reconnects, carry-over, compaction.
+"""The agent loop: the run, its turns, approvals and concurrent tool calls.
+
+This module owns :class:`Engine`: one run (or manual compaction) at a time, the loop
+of turns, a turn's model stream with its approvals and tool calls, and the hand-off
+of background reports and steering into the next input. It delegates the rest: the
+stream and what is recorded (:mod:`._stream`), how a request ends and whether it is
+retried (:mod:`._reconnect`), compaction (:mod:`._compaction`), the model context
+(:mod:`._ledger`), the trace (:mod:`._recorder`); tools run through a
+:class:`~._runner.ToolRunner`, which ``penguin.Environment`` is.
 
 A *run* (one Task) is a series of *turns*. Each turn is one model request, retried
 in place when the model side fails:
@@ -11,7 +19,8 @@ in place when the model side fails:
    stream continues; a denied call gets one complete ``aborted`` output.
 3. At the end of the model stream: ``token_usage`` (when the request completed or
    reported usage) then ``request_end`` — without waiting for the tools. A failure
-   other than ``auth`` is retried (2, 4, 8, 16, 30 s); tools are never re-run, and
+   (``failed``, ``timeout``, ``malformed``; not ``auth``) is retried (2, 4, 8, 16,
+   30 s) once the tools are done; tools are never re-run, and
    the retry carries a ``[turn_retried]`` block with what the failed attempt produced.
 4. Once every call of the turn is terminal, their outputs (in call order), plus any
    background reports and steering, are the next turn's input. A turn without tool
@@ -41,7 +50,7 @@ import collections
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Final, Literal, TypeAlias
+from typing import TypeAlias
 
 import attrs
 import trio
@@ -50,261 +59,38 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 from penguin.approval import Approval, CommandPolicy, decide, with_command_policy
-from penguin.environment import Environment
 from penguin.llm import LLM, LLMOutcome, LLMRequest
 from penguin.trace import is_recordable
 
+from ._compaction import (
+    DEFAULT_COMPACTION_PROMPT,
+    Compaction,
+    CompactionSettings,
+    compaction_reason,
+)
 from ._errors import EngineBusyError
 from ._ledger import Ledger
-from ._markers import context_summary_text, extract_summary, steering_text, transcript_lines
+from ._markers import steering_text
+from ._reconnect import ReconnectPolicy, end_request, usage_record, wait_to_retry
 from ._recorder import TraceRecorder
+from ._runner import ToolRunner
+from ._stream import STREAM_BUFFER, Batch, OpenFragments, Outlet, RunResult, RunStream, finish
 
-__all__ = [
-    "DEFAULT_COMPACTION_PROMPT",
-    "CompactionSettings",
-    "Engine",
-    "ReconnectPolicy",
-    "RunResult",
-    "RunStatus",
-    "RunStream",
-]
+__all__ = ["Engine"]
 
 Message: TypeAlias = om.OmniMessage[om.Payload]
 ToolCall: TypeAlias = om.OmniMessage[om.ToolCallPayload]
-RunStatus: TypeAlias = Literal[
-    "completed", "aborted", "failed", "timeout", "malformed", "auth", "max_turns"
-]
-
-_STREAM_BUFFER: Final = 1
-"""Batches waiting for the consumer, besides the one it may be taking: a slow consumer
-slows the run down once about ``_STREAM_BUFFER + 1`` full batches are waiting."""
-_BATCH_SIZE: Final = 64
-_RETRYABLE: Final = frozenset({"failed", "timeout", "malformed"})
-
-DEFAULT_COMPACTION_PROMPT: Final = """\
-The conversation so far is about to be replaced by a summary, to free the context \
-window. Write that summary now: the user's goal and every requirement they stated, \
-what has been done (files created or changed, commands run and their outcomes, \
-background processes still running with their process_id), what was learned, and \
-exactly what remains to do next. Keep names, paths, numbers and error messages \
-verbatim. Reply with text only, no tool calls, in exactly this format:
-
-[summary]the summary[/summary]"""
-
-_DISCARDED_NOTE: Final = (
-    "The earlier conversation was discarded to free the context window; it is not "
-    "available any more. Continue the task from what you can see now."
-)
-
-
-@attrs.frozen(kw_only=True)
-class ReconnectPolicy:
-    """Waits before each in-run retry of a failed request (reference D6: 2, 4, 8, 16, 30 s)."""
-
-    delays: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0, 30.0)
-
-    def delay(self, attempt: int) -> float | None:
-        """Seconds to wait after failed attempt ``attempt`` (1-based), or None: give up."""
-        return self.delays[attempt - 1] if attempt <= len(self.delays) else None
-
-
-@attrs.frozen(kw_only=True)
-class CompactionSettings:
-    """When and how a context is compacted between turns.
-
-    ``max_context_length`` (tokens, the last request's total) and
-    ``max_session_turns`` (turns of the current context) trigger it; zero or less
-    disables a trigger. ``summarize`` asks the model for a summary that opens the
-    new context; ``discard`` drops the old context.
-    """
-
-    max_context_length: int = 0
-    max_session_turns: int = 0
-    mode: om.CompactionMode = "summarize"
-    prompt: str = DEFAULT_COMPACTION_PROMPT
-
-
-@attrs.frozen(kw_only=True)
-class RunResult:
-    """How a run ended: the status, the model's error when it failed, turns taken."""
-
-    status: RunStatus
-    error_message: str | None = None
-    turns: int = 0
-
-
-class _Batch(list[Message]):
-    """Messages handed over together; the producer appends until the consumer takes it."""
-
-    __slots__ = ("taken",)
-
-    def __init__(self, first: Message) -> None:
-        super().__init__((first,))
-        self.taken = False
-
-
-class RunStream:
-    """The messages of one run, in order; :attr:`result` once the iteration ended."""
-
-    def __init__(self, receive: trio.MemoryReceiveChannel[_Batch]) -> None:
-        self._receive = receive
-        self._batch: _Batch | None = None
-        self._index = 0
-        self._result: RunResult | None = None
-
-    def __aiter__(self) -> RunStream:
-        return self
-
-    async def __anext__(self) -> Message:
-        try:
-            return await self.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
-
-    async def receive(self) -> Message:
-        """The next message (``trio.EndOfChannel`` after the last one)."""
-        batch = self._batch
-        if batch is not None and self._index < len(batch):
-            await trio.lowlevel.checkpoint_if_cancelled()
-            self._index += 1
-            return batch[self._index - 1]
-        batch = await self._receive.receive()
-        batch.taken = True
-        self._batch = batch
-        self._index = 1
-        return batch[0]
-
-    @property
-    def result(self) -> RunResult:
-        """How the run ended; ``RuntimeError`` while it is still going."""
-        if self._result is None:
-            raise RuntimeError("the run has not finished yet")
-        return self._result
-
-
-@attrs.frozen(kw_only=True)
-class _Summary:
-    text: str | None = None
-    status: om.StopReason = "failed"
-    attempt: int = 1
-    error_message: str | None = None
 
 
 @attrs.define
 class _AttemptEnd:
     outcome: LLMOutcome | None
     interrupted: bool
-
-
-class _OpenFragments:
-    """What a cut model stream left unfinished, so that it can be closed ``aborted``.
-
-    A fragment is open from its ``start`` to its ``stop``; after the ``stop`` its
-    complete message is still owed (it follows immediately on the wire, but a cut
-    can fall between the two).
-    """
-
-    __slots__ = ("_aggregator", "_owed")
-
-    def __init__(self) -> None:
-        self._aggregator = om.PartialAggregator()
-        self._owed: list[Message] = []
-
-    def push(self, message: Message) -> None:
-        """Account for one message that was passed on."""
-        if om.is_partial(message):
-            self._owed.extend(self._aggregator.push(message))
-        elif self._owed and om.is_complete_model_message(message):
-            self._owed.clear()
-
-    def close(self) -> list[Message]:
-        """The ``stop`` partials and ``aborted`` complete messages that close the stream."""
-        closing: list[Message] = []
-        for complete in self._owed:
-            closing.extend(_aborted(complete, stop=False))
-        for complete in self._aggregator.flush():
-            closing.extend(_aborted(complete, stop=True))
-        self._owed = []
-        return closing
-
-
-def _aborted(complete: Message, *, stop: bool) -> list[Message]:
-    """``complete`` cut by an interrupt: its ``stop`` partial (if still open) and itself."""
-    payload = complete.payload
-    if isinstance(payload, om.TextPayload):
-        partial: Message = om.partial_text("stop", "", "aborted")
-        closed: Message = om.assistant_text(payload.text, "aborted")
-    elif isinstance(payload, om.ThinkingPayload):
-        partial = om.partial_thinking("stop", "", "aborted")
-        closed = om.thinking(payload.thinking, "aborted")
-    elif isinstance(payload, om.ToolCallPayload):
-        partial = om.partial_tool_call("stop", payload.name, payload.tool_call_id, "", "aborted")
-        closed = om.tool_call(
-            payload.name, payload.arguments, payload.tool_call_id, stop_reason="aborted"
-        )
-    else:  # a model stream carries no other fragments
-        return []
-    return [partial, closed] if stop else [closed]
-
-
-class _Outlet:
-    """Where the messages of a run go: the stream, and then the ledger and the trace.
-
-    A hand-over is atomic: either the message reaches the stream *and* is recorded,
-    or (cancelled) neither. Messages travel in batches: until the consumer takes
-    the last batch handed over, new messages join it, so a burst costs the consumer
-    one wake-up instead of one scheduling round per message. Records keep the
-    stream's order exactly: while one hand-over waits for room in a full stream,
-    later ones queue behind it.
-    """
-
-    __slots__ = ("_channel", "_lock", "_open", "_record")
-
-    def __init__(
-        self, channel: trio.MemorySendChannel[_Batch], record: Callable[[Message], None]
-    ) -> None:
-        self._channel = channel
-        self._record = record
-        self._lock = trio.StrictFIFOLock()
-        self._open: _Batch | None = None
-
-    async def __call__(self, message: Message) -> None:
-        """Stream ``message`` and record it (if it is a record)."""
-        await self._hand_over(message, True)
-
-    async def stream_only(self, message: Message) -> None:
-        """Stream ``message`` without recording it (fragments, records made already)."""
-        await self._hand_over(message, False)
-
-    async def _hand_over(self, message: Message, record: bool) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if not self._lock.locked():
-            batch = self._open
-            if batch is not None and not batch.taken and len(batch) < _BATCH_SIZE:
-                batch.append(message)
-                if record:
-                    self._record(message)
-                return
-            batch = _Batch(message)
-            try:
-                self._channel.send_nowait(batch)
-            except trio.WouldBlock:
-                pass
-            else:
-                self._open = batch
-                if record:
-                    self._record(message)
-                return
-        async with self._lock:
-            batch = _Batch(message)
-            await self._channel.send(batch)
-            self._open = batch
-            if record:
-                self._record(message)
+    retry_in: float | None = None
 
 
 class Engine:
-    """Runs Tasks for one session: a model, an Environment, a ledger and a trace.
+    """Runs Tasks for one session: a model, a tool runner, a ledger and a trace.
 
     Build it with the session's pieces; :meth:`run` is the only entry point for a
     Task, :meth:`steer` talks to a live one, :meth:`compact` compacts between runs.
@@ -314,7 +100,7 @@ class Engine:
         self,
         *,
         llm: LLM,
-        environment: Environment,
+        environment: ToolRunner,
         system_prompt: str,
         tools: Sequence[om.ToolDefinition],
         recorder: TraceRecorder | None = None,
@@ -381,13 +167,14 @@ class Engine:
             approve = with_command_policy(approve, self.command_policy)
         inputs = list(messages)
 
-        async def drive(emit: _Outlet, stream: RunStream) -> None:
+        async def drive(emit: Outlet) -> RunResult:
             ended = False
             self._close_open_compaction()
             self._task_live = True
             try:
-                stream._result = await self._task(inputs, approve, event, thinking_level, emit)
+                result = await self._task(inputs, approve, event, thinking_level, emit)
                 ended = True
+                return result
             finally:
                 self._task_live = False
                 if not ended:
@@ -412,10 +199,10 @@ class Engine:
         event = interrupt if interrupt is not None else trio.Event()
         chosen = mode or (self.compaction.mode if self.compaction else "summarize")
 
-        async def drive(emit: _Outlet, stream: RunStream) -> None:
+        async def drive(emit: Outlet) -> RunResult:
             self._close_open_compaction()
             status, error = await self._compact("manual", chosen, event, emit)
-            stream._result = RunResult(status=status, error_message=error)
+            return RunResult(status=status, error_message=error)
 
         async with self._live(drive, "cannot compact while a run is live") as s:
             yield s
@@ -424,18 +211,22 @@ class Engine:
 
     @asynccontextmanager
     async def _live(
-        self, drive: Callable[[_Outlet, RunStream], Awaitable[None]], busy: str
+        self, drive: Callable[[Outlet], Awaitable[RunResult]], busy: str
     ) -> AsyncIterator[RunStream]:
-        """One run or compaction at a time: its driving task and the stream it fills."""
+        """One run or compaction at a time: its driving task and the stream it fills.
+
+        The stream gets the driver's result before it ends, so a consumer that saw the
+        end of the iteration can read it.
+        """
         if self._running:
             raise EngineBusyError(busy)
         self._running = True
-        send, receive = trio.open_memory_channel[_Batch](_STREAM_BUFFER)
+        send, receive = trio.open_memory_channel[Batch](STREAM_BUFFER)
         stream = RunStream(receive)
 
         async def main() -> None:
             with send:
-                await drive(_Outlet(send, self._record), stream)
+                finish(stream, await drive(Outlet(send, self._record)))
 
         try:
             with collapse_single():
@@ -477,7 +268,7 @@ class Engine:
         approve: om.ApproveFn | None,
         interrupt: trio.Event,
         thinking_level: str | None,
-        emit: _Outlet,
+        emit: Outlet,
     ) -> RunResult:
         if not self._tool_list_sent:
             self._tool_list_sent = True
@@ -517,7 +308,7 @@ class Engine:
                 return await self._end_run(failed, emit)
             turns += 1
 
-    async def _end_run(self, result: RunResult, emit: _Outlet) -> RunResult:
+    async def _end_run(self, result: RunResult, emit: Outlet) -> RunResult:
         """End a run that stops with input left: it is kept for the next run."""
         await self._deliver_extras(emit)
         self._task_live = False  # nothing queued from here on would be delivered
@@ -529,7 +320,7 @@ class Engine:
         for report in self.environment.take_background_reports():
             self._reports.append(om.user_text(report.text(), harness=True))
 
-    async def _deliver_extras(self, emit: _Outlet) -> None:
+    async def _deliver_extras(self, emit: Outlet) -> None:
         """Background reports, then steering, join the next input (as user messages)."""
         self._collect_reports()
         while self._reports:
@@ -550,7 +341,7 @@ class Engine:
         approve: om.ApproveFn | None,
         interrupt: trio.Event,
         thinking_level: str | None,
-        emit: _Outlet,
+        emit: Outlet,
     ) -> _AttemptEnd:
         while True:
             await emit(om.request_begin())
@@ -562,19 +353,10 @@ class Engine:
                 thinking_level=thinking_level,
             )
             end = await self._attempt(request, attempt, approve, interrupt, emit)
-            if end.interrupted or end.outcome is None or end.outcome.status == "completed":
+            if end.retry_in is None:
                 return end
-            delay = self._retry_delay(end.outcome, attempt)
-            if delay is None:
-                return end
-            with trio.move_on_after(delay):
-                await interrupt.wait()
+            if not await wait_to_retry(end.retry_in, interrupt):
                 return _AttemptEnd(outcome=None, interrupted=True)
-
-    def _retry_delay(self, outcome: LLMOutcome, attempt: int) -> float | None:
-        if outcome.status not in _RETRYABLE:
-            return None
-        return self.reconnect.delay(attempt)
 
     async def _attempt(
         self,
@@ -582,7 +364,7 @@ class Engine:
         attempt: int,
         approve: om.ApproveFn | None,
         interrupt: trio.Event,
-        emit: _Outlet,
+        emit: Outlet,
     ) -> _AttemptEnd:
         calls_send, calls_receive = trio.open_memory_channel[ToolCall](math.inf)
         stream_scope = trio.CancelScope()
@@ -618,7 +400,7 @@ class Engine:
         async with trio.open_nursery() as work:
             work.start_soon(watch)
             work.start_soon(approvals)
-            fragments = _OpenFragments()
+            fragments = OpenFragments()
             with stream_scope, calls_send:
                 if interrupt.is_set():
                     stream_scope.cancel()
@@ -635,38 +417,15 @@ class Engine:
             if outcome is None:  # interrupted mid-stream
                 for message in fragments.close():
                     await emit(message)
-                await emit(om.request_end("aborted", attempt=attempt if attempt > 1 else None))
             else:
-                await self._end_request(outcome, attempt, emit)
+                usage = usage_record(outcome, self.ledger.session_tokens)
+                if usage is not None:
+                    await emit(usage)
+            end = end_request(outcome, attempt, self.reconnect)
+            await emit(end.record)
             await work_done.wait()
             watch_scope.cancel()
-        return _AttemptEnd(outcome=outcome, interrupted=outcome is None)
-
-    async def _end_request(self, outcome: LLMOutcome, attempt: int, emit: _Outlet) -> None:
-        await self._token_usage(outcome, emit)
-        if outcome.status == "completed":
-            await emit(om.request_end("completed", attempt=attempt if attempt > 1 else None))
-            return
-        delay = self._retry_delay(outcome, attempt)
-        await emit(
-            om.request_end(
-                outcome.status,
-                error_message=outcome.error_message,
-                attempt=attempt,
-                retry_in_ms=None if delay is None else round(delay * 1000),
-            )
-        )
-
-    async def _token_usage(self, outcome: LLMOutcome, emit: _Outlet) -> None:
-        """``token_usage`` of a completed request, or of a failed one that reported usage.
-
-        A failed request without usage says nothing about the context's size, so it
-        does not overwrite the last measure.
-        """
-        if outcome.usage is None and outcome.status != "completed":
-            return
-        usage = outcome.usage or om.TokenCounts()
-        await emit(om.token_usage(self.ledger.session_tokens + usage, usage))
+        return _AttemptEnd(outcome=outcome, interrupted=outcome is None, retry_in=end.retry_in)
 
     async def _settle(
         self,
@@ -674,7 +433,7 @@ class Engine:
         approval: Approval,
         approve: om.ApproveFn | None,
         interrupt: trio.Event,
-        emit: _Outlet,
+        emit: Outlet,
         tools: trio.Nursery,
     ) -> None:
         """Record the decision; start the call, or answer it with its denial."""
@@ -688,7 +447,7 @@ class Engine:
         await emit(om.tool_call_output(f"Tool call denied by {reason}.", call_id, "aborted"))
 
     async def _run_tool(
-        self, call: ToolCall, approve: om.ApproveFn | None, interrupt: trio.Event, emit: _Outlet
+        self, call: ToolCall, approve: om.ApproveFn | None, interrupt: trio.Event, emit: Outlet
     ) -> None:
         finished = False
 
@@ -716,21 +475,11 @@ class Engine:
 
     # ------------------------------------------------------------------ compaction
 
-    def _compaction_reason(self) -> om.CompactionReason | None:
-        settings = self.compaction
-        if settings is None or self.ledger.turns == 0:
-            return None
-        if 0 < settings.max_context_length <= self.ledger.last_request_total:
-            return "context"
-        if 0 < settings.max_session_turns <= self.ledger.turns:
-            return "turns"
-        return None
-
     async def _checkpoint(
-        self, interrupt: trio.Event, emit: _Outlet, *, turns: int
+        self, interrupt: trio.Event, emit: Outlet, *, turns: int
     ) -> RunResult | None:
         """Compact if a trigger says so; the run's end if the compaction did not complete."""
-        reason = self._compaction_reason()
+        reason = compaction_reason(self.compaction, self.ledger)
         if reason is None or self.compaction is None or interrupt.is_set():
             return None
         status, error = await self._compact(reason, self.compaction.mode, interrupt, emit)
@@ -743,112 +492,21 @@ class Engine:
         reason: om.CompactionReason,
         mode: om.CompactionMode,
         interrupt: trio.Event,
-        emit: _Outlet,
+        emit: Outlet,
     ) -> tuple[om.StopReason, str | None]:
-        """Replace the context; ``completed`` on success, else the context is kept."""
-        ledger = self.ledger
-        await emit(om.compaction_begin(reason, mode, ledger.last_request_total, ledger.turns))
-        ended = False
-        try:
-            if mode == "discard":
-                # The last results would be lost with their calls: keep them as text.
-                awaited = set(ledger.awaiting)
-                calls = [
-                    m
-                    for m in ledger.history
-                    if om.is_tool_call(m) and m.payload.tool_call_id in awaited
-                ]
-                lines = transcript_lines(calls, ledger.outputs)
-                result = _Summary(text="\n".join([_DISCARDED_NOTE, *lines]), status="completed")
-            else:
-                result = await self._summarize(interrupt, emit)
-            if result.text is None:
-                failed = om.compaction_end(
-                    reason,
-                    mode,
-                    result.status,
-                    attempt=result.attempt,
-                    error_message=result.error_message,
-                )
-                await emit(failed)
-                ended = True
-                return result.status, result.error_message
-            # The new context exists once these are recorded, whether or not the
-            # stream still takes them: record first, then stream.
-            self._start_new_trace_file()
-            closing = om.compaction_end(reason, mode, "completed", attempt=result.attempt)
-            summary = om.user_text(context_summary_text(result.text), harness=True)
-            self._record(closing)
-            ended = True
-            # The new file carries the session's counters: a resume reads only it.
-            self._record(om.token_usage(ledger.session_tokens, om.TokenCounts()))
-            self._record(summary)
-            await emit.stream_only(closing)
-            await emit.stream_only(summary)
-            return "completed", None
-        finally:
-            if not ended:  # a hard stop: the trace must not stay inside the compaction
-                self._record(om.compaction_end(reason, mode, "aborted"))
-
-    async def _summarize(self, interrupt: trio.Event, emit: _Outlet) -> _Summary:
-        """Ask the model for a summary, retrying like a turn; the text, or why not.
-
-        The summary's fragments are streamed; its complete messages and request
-        events are trace-only records (the ledger ignores them: not a turn).
-        """
-        prompt = self.compaction.prompt if self.compaction else DEFAULT_COMPACTION_PROMPT
-        messages = [*self.ledger.history, *self.ledger.carry_over(), om.user_text(prompt)]
-        attempt = 0
-        while True:
-            attempt += 1
-            self._record(om.request_begin())
-            request = LLMRequest(
-                system_prompt=self.system_prompt, messages=tuple(messages), tools=self.tools
-            )
-            texts: list[str] = []
-            bad_reply = False
-            outcome: LLMOutcome | None = None
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as watcher:
-                    watcher.start_soon(_cancel_on, interrupt, scope)
-                    async with self.llm.stream(request) as response:
-                        async for message in response:
-                            payload = message.payload
-                            if om.is_partial(message):
-                                await emit.stream_only(message)
-                                continue
-                            self._record(message)
-                            if isinstance(payload, om.TextPayload):
-                                texts.append(payload.text)
-                            elif isinstance(payload, om.ToolCallPayload):
-                                bad_reply = True
-                        outcome = response.outcome
-                    watcher.cancel_scope.cancel()
-            numbered = attempt if attempt > 1 else None
-            if scope.cancelled_caught or outcome is None:
-                self._record(om.request_end("aborted", attempt=numbered))
-                return _Summary(status="aborted", attempt=attempt)
-            await self._token_usage(outcome, emit)
-            summary = extract_summary("".join(texts))
-            if outcome.status == "completed" and summary and not bad_reply:
-                self._record(om.request_end("completed", attempt=numbered))
-                return _Summary(text=summary, status="completed", attempt=attempt)
-            error = outcome.error_message or "the reply was not a usable summary"
-            delay = None if outcome.status == "auth" else self.reconnect.delay(attempt)
-            self._record(
-                om.request_end(
-                    outcome.status,
-                    error_message=outcome.error_message,
-                    attempt=attempt,
-                    retry_in_ms=None if delay is None else round(delay * 1000),
-                )
-            )
-            if delay is None:
-                status = "failed" if outcome.status == "completed" else outcome.status
-                return _Summary(status=status, attempt=attempt, error_message=error)
-            with trio.move_on_after(delay):
-                await interrupt.wait()
-                return _Summary(status="aborted", attempt=attempt)
+        """Replace the context (:class:`~._compaction.Compaction`); ``completed`` on success."""
+        compaction = Compaction(
+            llm=self.llm,
+            ledger=self.ledger,
+            system_prompt=self.system_prompt,
+            tools=self.tools,
+            prompt=self.compaction.prompt if self.compaction else DEFAULT_COMPACTION_PROMPT,
+            reconnect=self.reconnect,
+            emit=emit,
+            record=self._record,
+            rotate=self._start_new_trace_file,
+        )
+        return await compaction.run(reason, mode, interrupt)
 
     def _start_new_trace_file(self) -> None:
         """Rotate the trace; the new file opens with the session meta and the tool list."""
@@ -858,8 +516,3 @@ class Engine:
         if self._session_meta is not None:
             self._recorder.record(self._session_meta)
         self._recorder.record(om.tool_list_ready(self.tools))
-
-
-async def _cancel_on(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()

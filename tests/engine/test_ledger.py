@@ -6,8 +6,8 @@ import attrs
 
 from penguin import protocol as om
 from penguin.engine import INTERRUPTED_OUTPUT, Ledger
-from penguin.engine._engine import _OpenFragments
 from penguin.engine._markers import extract_summary, transcript_lines, turn_block
+from penguin.engine._stream import OpenFragments
 
 from .support import kind, texts
 
@@ -120,7 +120,7 @@ def test_a_summary_request_does_not_measure_the_context() -> None:
 
 
 def test_open_fragments_close_with_a_stop_and_an_aborted_message() -> None:
-    fragments = _OpenFragments()
+    fragments = OpenFragments()
     fragments.push(om.partial_text("start"))
     fragments.push(om.partial_text("delta", "Hel"))
     closing = fragments.close()
@@ -130,7 +130,7 @@ def test_open_fragments_close_with_a_stop_and_an_aborted_message() -> None:
 
 
 def test_a_fragment_cut_between_its_stop_and_its_complete_message_is_completed_aborted() -> None:
-    fragments = _OpenFragments()
+    fragments = OpenFragments()
     fragments.push(om.partial_tool_call("start", "probe", "c1"))
     fragments.push(om.partial_tool_call("delta", "probe", "c1", "{}"))
     fragments.push(om.partial_tool_call("stop", "probe", "c1"))
@@ -142,7 +142,7 @@ def test_a_fragment_cut_between_its_stop_and_its_complete_message_is_completed_a
 
 
 def test_a_complete_message_settles_its_fragment() -> None:
-    fragments = _OpenFragments()
+    fragments = OpenFragments()
     for message in (
         om.partial_thinking("start"),
         om.partial_thinking("delta", "hm"),

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from penguin import protocol as om
-from penguin.engine import ReconnectPolicy
+from penguin.engine import DEFAULT_COMPACTION_PROMPT, CompactionSettings, ReconnectPolicy
 from penguin.llm import LLMRequest, ScriptedLLM, Turn, error, text, tool_call, turn
 
 from .support import allow_all, kind, open_harness, run_task, texts
@@ -181,3 +181,47 @@ async def test_the_ladder_is_configurable(
     assert [t - start for t in times] == [0, 1, 1.5]
     assert ReconnectPolicy().delay(5) == 30.0
     assert ReconnectPolicy().delay(6) is None
+
+
+SUMMARY_STATUSES = ["failed", "timeout", "malformed", "auth", "aborted"]
+
+
+@pytest.mark.parametrize("status", SUMMARY_STATUSES)
+async def test_10_3_a_turn_and_a_summary_request_retry_the_same_failures(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, status: om.StopReason
+) -> None:
+    # One rule for both kinds of request: failed, timeout and malformed are retried;
+    # auth is not, nor aborted (the engine's word for an interrupt, which a client
+    # never reports: one that does is taken at its word).
+    retried = status in ("failed", "timeout", "malformed")
+    (tmp_path / "turn").mkdir()
+    (tmp_path / "summary").mkdir()
+    turn_llm = ScriptedLLM([turn(error(status, "boom")), "ok"])
+    async with open_harness(tmp_path / "turn", turn_llm) as h:
+        _, turn_result = await run_task(h.engine, "hi")
+    summary_llm = ScriptedLLM(
+        [turn(tool_call("probe", {}, "c1")), turn(error(status, "boom"))],
+        fallback="[summary]all done[/summary]",
+    )
+    settings = CompactionSettings(max_session_turns=1)
+    async with open_harness(tmp_path / "summary", summary_llm, compaction=settings) as h:
+        seen, summary_result = await run_task(h.engine, "go", approve=allow_all)
+    summary_requests = [
+        r for r in summary_llm.requests if texts(r.messages[-1:]) == [DEFAULT_COMPACTION_PROMPT]
+    ]
+    (compaction_end,) = [m.payload for m in seen if isinstance(m.payload, om.CompactionEndPayload)]
+    if retried:
+        assert (turn_result.status, len(turn_llm.requests)) == ("completed", 2)
+        assert len(summary_requests) == 2
+        assert summary_result.status == "completed"
+        assert compaction_end == om.CompactionEndPayload(
+            reason="turns", mode="summarize", status="completed", attempt=2
+        )
+    else:
+        assert (turn_result.status, turn_result.error_message) == (status, "boom")
+        assert len(turn_llm.requests) == 1
+        assert len(summary_requests) == 1
+        assert (summary_result.status, summary_result.error_message) == (status, "boom")
+        assert compaction_end == om.CompactionEndPayload(
+            reason="turns", mode="summarize", status=status, attempt=1, error_message="boom"
+        )
