@@ -7,9 +7,9 @@ what this module owns:
 
 - *private files*: :func:`read_private_toml` and :func:`write_private_toml`. Mode
   0600 on create; a looser mode is tightened, with a warning, whenever penguin
-  reads or writes the file; a write is atomic (a temporary file in the same
-  directory, flushed, then ``os.replace``), so a reader sees the old file or the
-  new one and a failed write leaves the old file and no temporary;
+  reads or writes the file; a write replaces the file atomically
+  (``_files.replace_text``), so a reader sees the old file or the new one and a
+  failed write leaves the old file and no temporary;
 - *places for messages*: tomlkit keeps no line numbers, so :func:`field_lines`,
   :func:`line_of_field` and :func:`first_repeated_field` find a key's line in the
   text, for a :class:`ConfigError` that names file, line and field;
@@ -27,11 +27,9 @@ module. Blocking functions; async callers run them in a worker thread.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -44,6 +42,7 @@ from tomlkit.toml_document import TOMLDocument
 from penguin._log import warn
 
 from ._errors import ConfigError
+from ._files import read_config_text, replace_text
 
 __all__ = [
     "PRIVATE_FILE_MODE",
@@ -93,18 +92,9 @@ def read_private_toml(path: Path) -> TOMLDocument | None:
     """
     _tighten_mode(path)
     try:
-        data = path.read_bytes()
+        text = read_config_text(path, "TOML")
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, not a TOML file", path) from None
-    except OSError as error:
-        raise ConfigError(f"cannot be read: {error.strerror or error}", path) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ConfigError("is not valid UTF-8 text", path, line) from None
     try:
         return tomlkit.parse(text)
     except ParseError as error:
@@ -129,20 +119,7 @@ def write_private_toml(path: Path, document: TOMLDocument) -> None:
     trimmed to one newline. Raises :class:`OSError`.
     """
     text = document.as_string().rstrip("\n")
-    text = f"{text}\n" if text else ""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            os.fchmod(stream.fileno(), PRIVATE_FILE_MODE)
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    replace_text(path, f"{text}\n" if text else "", PRIVATE_FILE_MODE)
 
 
 # ------------------------------------------------------------------ places for messages
