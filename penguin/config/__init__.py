@@ -65,17 +65,17 @@ if TYPE_CHECKING:
     from ._project import ModelEntry as ModelEntry
     from ._project import ModelKey as ModelKey
     from ._project import ProjectConfig as ProjectConfig
-    from ._project import add_model as add_model
-    from ._project import add_policy_rule as add_policy_rule
-    from ._project import clear_vision_model as clear_vision_model
     from ._project import load_project_config as load_project_config
-    from ._project import remove_model as remove_model
-    from ._project import remove_policy_rule as remove_policy_rule
     from ._project import resolve_model as resolve_model
-    from ._project import save_project_config as save_project_config
-    from ._project import set_default_model as set_default_model
-    from ._project import set_policy_rule_enabled as set_policy_rule_enabled
-    from ._project import set_vision_model as set_vision_model
+    from ._project_edits import add_model as add_model
+    from ._project_edits import add_policy_rule as add_policy_rule
+    from ._project_edits import clear_vision_model as clear_vision_model
+    from ._project_edits import remove_model as remove_model
+    from ._project_edits import remove_policy_rule as remove_policy_rule
+    from ._project_edits import save_project_config as save_project_config
+    from ._project_edits import set_default_model as set_default_model
+    from ._project_edits import set_policy_rule_enabled as set_policy_rule_enabled
+    from ._project_edits import set_vision_model as set_vision_model
     from ._vault import list_vault_keys as list_vault_keys
     from ._vault import load_vault as load_vault
     from ._vault import remove_vault as remove_vault
@@ -154,17 +154,17 @@ if not TYPE_CHECKING:
             "ModelEntry": "._project",
             "ModelKey": "._project",
             "ProjectConfig": "._project",
-            "add_model": "._project",
-            "add_policy_rule": "._project",
-            "clear_vision_model": "._project",
             "load_project_config": "._project",
-            "remove_model": "._project",
-            "remove_policy_rule": "._project",
             "resolve_model": "._project",
-            "save_project_config": "._project",
-            "set_default_model": "._project",
-            "set_policy_rule_enabled": "._project",
-            "set_vision_model": "._project",
+            "add_model": "._project_edits",
+            "add_policy_rule": "._project_edits",
+            "clear_vision_model": "._project_edits",
+            "remove_model": "._project_edits",
+            "remove_policy_rule": "._project_edits",
+            "save_project_config": "._project_edits",
+            "set_default_model": "._project_edits",
+            "set_policy_rule_enabled": "._project_edits",
+            "set_vision_model": "._project_edits",
             "list_vault_keys": "._vault",
             "load_vault": "._vault",
             "remove_vault": "._vault",

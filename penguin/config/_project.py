@@ -1,4 +1,4 @@
-r"""A project's ``.project_config.toml``: its models, their credentials, its command policy.
+r"""A project's ``.project_config.toml`` as a session reads it: its models and command policy.
 
 The file (mode 0600: it may hold API keys) looks like this::
 
@@ -28,27 +28,21 @@ read when the model is used, so the key itself need not be in the file. An
 entry with neither key sends no ``Authorization`` header (local servers).
 
 Owns: the typed view (:class:`ModelEntry`, :class:`ModelKey`,
-:class:`ProjectConfig`), strict loading (:func:`load_project_config`: a broken
-file is a :class:`ConfigError` naming file, line and field), saving that keeps
-the user's comments, layout and unknown keys (:func:`save_project_config`), the
-edits ``penguin config model`` makes (:func:`add_model`,
-:func:`set_default_model`, :func:`set_vision_model`,
-:func:`clear_vision_model`, :func:`remove_model`: pure functions returning a
-new :class:`ProjectConfig`), the edits ``penguin config policy`` makes to the
-command policy's rules (:func:`add_policy_rule`, :func:`set_policy_rule_enabled`,
-:func:`remove_policy_rule`: read, edit in place, write atomically) and choosing
-the model a session uses (:func:`resolve_model`). A new file is seeded with the
-rules its writer names as the default (the CLI names the factory rules), so they
-can be read and edited where the policy lives; an existing file is never seeded.
+:class:`ProjectConfig`) and the keys a model entry has (:data:`MODEL_KEYS`), the
+API roots of known providers (:data:`KNOWN_BASE_URLS`), strict loading
+(:func:`load_project_config`: a broken file is a :class:`ConfigError` naming file,
+line and field) and choosing the model a session uses (:func:`resolve_model`).
 
-Does not own: what the command policy means (``penguin.approval``, which this
-layer must not import: the table is handed over as a plain dict), talking to
-the model (``penguin.llm``), or where the file lives
-(:class:`~penguin.config.AgentPaths`). A ``default_model`` or ``vision_model``
-naming no configured entry is loaded as it is, so ``penguin config`` can repair
-it; :func:`resolve_model` reports it, and :meth:`ProjectConfig.vision_entry`
-treats it as unset (reference 6.4). Blocking functions; async callers use a worker
-thread.
+Does not own: the edits ``penguin config`` makes and writing the file
+(``_project_edits``), the ``[command_policy]`` rules' stored form
+(``_command_policy``), reading a private TOML file (``_toml``), what the command
+policy means (``penguin.approval``, which this layer must not import: the table is
+handed over as a plain dict), talking to the model (``penguin.llm``), or where the
+file lives (:class:`~penguin.config.AgentPaths`). A ``default_model`` or
+``vision_model`` naming no configured entry is loaded as it is, so ``penguin
+config`` can repair it; :func:`resolve_model` reports it, and
+:meth:`ProjectConfig.vision_entry` treats it as unset (reference 6.4). Blocking
+functions; async callers use a worker thread.
 """
 
 from __future__ import annotations
@@ -56,52 +50,29 @@ from __future__ import annotations
 import difflib
 import os
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, NoReturn, final
 
 import attrs
-import tomlkit
-from tomlkit.items import AoT, Table
-from tomlkit.toml_document import TOMLDocument
 
 from penguin._log import warn
 
-from ._command_policy import (
-    PolicyRuleConfig,
-    editable_rules,
-    policy_rules_of,
-    rule_index,
-    rule_table,
-)
+from ._command_policy import PolicyRuleConfig, policy_rules_of
 from ._errors import ConfigError
-from ._vault import (
-    ENV_NAME_PATTERN,
-    field_lines,
-    followed_by_more,
-    header_document,
-    line_of_field,
-    read_private_toml,
-    write_private_toml,
-)
+from ._toml import field_lines, line_of_field, read_private_toml
+from ._vault import ENV_NAME_PATTERN
 
 __all__ = [
     "KNOWN_BASE_URLS",
+    "MODEL_KEYS",
     "ModelEntry",
     "ModelKey",
     "ProjectConfig",
-    "add_model",
-    "add_policy_rule",
-    "clear_vision_model",
     "load_project_config",
-    "remove_model",
-    "remove_policy_rule",
     "resolve_model",
-    "save_project_config",
-    "set_default_model",
-    "set_policy_rule_enabled",
-    "set_vision_model",
+    "unknown_model",
 ]
 
 KNOWN_BASE_URLS: Final[Mapping[str, str]] = MappingProxyType(
@@ -120,7 +91,7 @@ _ADD_MODEL_HINT: Final = (
 _CHOOSE_DEFAULT_HINT: Final = "penguin config model default PROVIDER MODEL_ID"
 
 _TOP_KEYS: Final = ("default_model", "vision_model", "models", "command_policy")
-_MODEL_KEYS: Final = (
+MODEL_KEYS: Final = (
     "provider",
     "model_id",
     "base_url",
@@ -129,25 +100,9 @@ _MODEL_KEYS: Final = (
     "vision",
     "context_window",
 )
-_REFERENCE_KEYS: Final = ("provider", "model_id")
+"""The keys of a ``[[models]]`` entry, in the order penguin writes them."""
 
-_PROJECT_HEADER: Final = (
-    "penguin project configuration: the models this project's agents use, and its",
-    "command policy. `penguin config model ...` edits it; hand edits and comments are kept.",
-    "It may hold API keys: keep it private (mode 0600).",
-    "",
-    "[[models]] keys: provider and model_id (together they name the entry), base_url",
-    "(the API root, e.g. http://localhost:8000/v1; optional for deepseek, ollama, openai,",
-    "openrouter), api_key or api_key_env (the name of an environment variable holding",
-    "the key), vision (accepts images; default true), context_window (tokens, optional).",
-    'default_model and vision_model name an entry: { provider = "...", model_id = "..." }.',
-    "",
-    "[command_policy] forbids every exec_command/input_command whose command matches an",
-    "enabled rule, before any approval (enabled = false turns it off). Each",
-    "[[command_policy.rules]] has a name, a pattern (a Python regular expression searched",
-    "in the command), a description and enabled. No rules key means penguin's factory",
-    "rules; rules = [] means none. Try and edit them with `penguin config policy ...`.",
-)
+_REFERENCE_KEYS: Final = ("provider", "model_id")
 
 
 def _kind(value: object) -> str:
@@ -362,7 +317,7 @@ class _Reader:
     def model(self, value: object, field: str) -> ModelEntry:
         if not isinstance(value, dict):
             self.fail(field, f"expected a table (a [[models]] entry), got {_shown(value)}")
-        self.warn_unknown(field, value, _MODEL_KEYS)
+        self.warn_unknown(field, value, MODEL_KEYS)
         for key in ("provider", "model_id"):
             if key not in value:
                 self.fail(field, f'missing "{key}"; every model entry needs provider and model_id')
@@ -471,381 +426,20 @@ def load_project_config(path: str | os.PathLike[str]) -> ProjectConfig:
     )
 
 
-# ------------------------------------------------------------------ saving
-
-
-def _model_fields(entry: ModelEntry) -> dict[str, object]:
-    """The entry's keys in file order; None means "absent"."""
-    return {
-        "provider": entry.provider,
-        "model_id": entry.model_id,
-        "base_url": entry.base_url,
-        "api_key": entry.api_key,
-        "api_key_env": entry.api_key_env,
-        "vision": entry.vision,
-        "context_window": entry.context_window,
-    }
-
-
-def _implied(entry: ModelEntry) -> dict[str, object]:
-    """Values an absent key already means, so syncing does not add them to a hand-written entry."""
-    implied: dict[str, object] = {"vision": True}
-    if entry.provider in KNOWN_BASE_URLS:
-        implied["base_url"] = KNOWN_BASE_URLS[entry.provider]
-    return implied
-
-
-def _same(current: object, wanted: object) -> bool:
-    plain = current.unwrap() if hasattr(current, "unwrap") else current
-    return type(plain) is type(wanted) and plain == wanted
-
-
-def _set_key(table: Table, key: str, value: object, after: tuple[str, ...]) -> None:
-    """Set ``key``; a new key goes right after the last of ``after`` the table has."""
-    if key in table:
-        if not _same(table[key], value):
-            table[key] = value  # replacing keeps the line's position and comment
-        return
-    present = [name for name, _ in table.value.body if name is not None]
-    anchor = next((name for name in reversed(present) if name.key in after), None)
-    anchor = anchor or (present[-1] if present else None)
-    if anchor is None:
-        table[key] = value
-    else:
-        # Not table[key] = value, which appends after the comments and blank lines
-        # that end the table (visually, they belong to what follows).
-        table.value._insert_after(anchor, key, value)
-
-
-def _sync_entry(table: Table, entry: ModelEntry) -> None:
-    implied = _implied(entry)
-    fields = _model_fields(entry)
-    for position, (key, value) in enumerate(fields.items()):
-        if value is None:
-            if key in table:
-                del table[key]
-        elif key in table or implied.get(key, ...) != value:
-            _set_key(table, key, value, after=tuple(fields)[:position])
-
-
-def _new_entry_table(entry: ModelEntry, *, blank_after: bool) -> Table:
-    table = tomlkit.table()
-    for key, value in _model_fields(entry).items():
-        if value is not None:
-            table[key] = value
-    if blank_after:
-        table.add(tomlkit.nl())
-    return table
-
-
-def _table_key(table: Table) -> ModelKey:
-    return ModelKey(str(table.get("provider")), str(table.get("model_id")))
-
-
-def _sync_models(document: TOMLDocument, models: tuple[ModelEntry, ...]) -> None:
-    wanted = {entry.key: entry for entry in models}
-    existing = document.get("models")
-    if existing is not None and not isinstance(existing, AoT):
-        del document["models"]  # an inline array: rewritten as [[models]] tables
-        existing = None
-    kept: set[ModelKey] = set()
-    if existing is not None:
-        for index in reversed(range(len(existing))):
-            table = existing[index]
-            key = _table_key(table)
-            if key in wanted and key not in kept:
-                _sync_entry(table, wanted[key])
-                kept.add(key)
-            else:
-                del existing[index]
-    new = [entry for entry in models if entry.key not in kept]
-    if existing is None:
-        if new:
-            tables = tomlkit.aot()
-            for entry in new:
-                tables.append(_new_entry_table(entry, blank_after=False))
-            document.append("models", tables)
-        return
-    blank_after = followed_by_more(document, "models")
-    for entry in new:
-        existing.append(_new_entry_table(entry, blank_after=blank_after))
-    if len(existing) == 0:
-        del document["models"]
-
-
-def _reference_table(key: ModelKey) -> Any:
-    table = tomlkit.inline_table()
-    table.update({"provider": key.provider, "model_id": key.model_id})
-    return table
-
-
-def _sync_reference(document: TOMLDocument, name: str, key: ModelKey | None) -> None:
-    if key is None:
-        if name in document:
-            del document[name]
-        return
-    wanted = {"provider": key.provider, "model_id": key.model_id}
-    if name not in document or not _same(document[name], wanted):
-        document[name] = _reference_table(key)
-
-
-def _sync_policy(document: TOMLDocument, policy: dict[str, Any] | None) -> None:
-    if "command_policy" in document and _same(document["command_policy"], policy):
-        return
-    if policy is None:
-        if "command_policy" in document:
-            del document["command_policy"]
-        return
-    document["command_policy"] = policy
-
-
-def save_project_config(
-    path: str | os.PathLike[str],
-    config: ProjectConfig,
-    *,
-    default_rules: Sequence[PolicyRuleConfig] = (),
-) -> None:
-    """Write ``config`` to ``path`` (atomically, mode 0600), keeping what the file had.
-
-    The file currently at ``path`` is the starting point: entries are updated in
-    place (their comments, key order and unknown keys stay), removed entries are
-    dropped, new ones appended; ``default_model``, ``vision_model`` and
-    ``[command_policy]`` are changed only when they differ; unknown keys and
-    comments elsewhere are untouched. A new file starts with a comment explaining
-    its keys and, when ``config`` has no ``command_policy``, a ``[command_policy]``
-    listing ``default_rules`` (the rules its absence would mean; the CLI passes the
-    factory rules) as ``[[command_policy.rules]]``. An existing file is never seeded.
-    Raises :class:`ConfigError` when the existing file is not valid TOML (it is not
-    overwritten) and :class:`OSError` when it cannot be written.
-    """
-    file = Path(path)
-    document = read_private_toml(file)
-    new = document is None
-    if document is None:
-        document = header_document(_PROJECT_HEADER)
-    _sync_reference(document, "default_model", config.default_model)
-    _sync_reference(document, "vision_model", config.vision_model)
-    _sync_models(document, config.models)
-    _sync_policy(document, config.command_policy)
-    if new and config.command_policy is None and default_rules:
-        editable_rules(document, default_rules, str(file))
-    write_private_toml(file, document)
-
-
-# ------------------------------------------------------------------ command policy rules
-
-
-def _edit_rules(
-    path: str | os.PathLike[str],
-    default_rules: Sequence[PolicyRuleConfig],
-    edit: Callable[[AoT, str, bool], bool],
-) -> bool:
-    """Apply ``edit`` to the file's rules array; write the file if anything changed.
-
-    ``edit(rules, path, blank_after)`` changes the array in place and says whether it
-    changed anything (``blank_after``: whether a new table needs a blank line after
-    it); it raises to leave the file untouched. The rules a missing ``rules`` key
-    stands for (``default_rules``) are written out first, which counts as a change; a
-    missing file is created, with its header.
-    """
-    file = Path(path)
-    document = read_private_toml(file)
-    if document is None:
-        document = header_document(_PROJECT_HEADER)
-    before = document.as_string()
-    rules = editable_rules(document, default_rules, str(file))
-    materialised = document.as_string() != before
-    changed = edit(rules, str(file), followed_by_more(document, "command_policy"))
-    if changed or materialised:
-        write_private_toml(file, document)
-    return changed
-
-
-def _rule_at(rules: AoT, name: str, path: str) -> int:
-    index = rule_index(rules, name)
-    if index is None:
-        names = [str(table["name"]) for table in rules if isinstance(table.get("name"), str)]
-        raise ConfigError(
-            f'no rule named "{name}" in the command policy '
-            f"(its rules: {', '.join(names) or 'none'})",
-            path,
-            field="command_policy.rules",
-        )
-    return index
-
-
-def add_policy_rule(
-    path: str | os.PathLike[str],
-    rule: PolicyRuleConfig,
-    *,
-    default_rules: Sequence[PolicyRuleConfig] = (),
-) -> None:
-    """Append ``rule`` to the command policy of the project file at ``path``.
-
-    The pattern is stored as given: whether it compiles is the caller's check
-    (``penguin.approval.PolicyRule``); a pattern that does not is skipped, with a
-    warning, when a session loads the policy. A file without a ``rules`` key first
-    gets ``default_rules`` written out (see :func:`save_project_config`), so the
-    new rule joins the rules that applied. Comments and everything else in the file
-    are kept; the file is replaced atomically. Raises :class:`ConfigError` (file
-    untouched) when a rule of that name exists.
-    """
-
-    def edit(rules: AoT, where: str, blank_after: bool) -> bool:
-        if rule_index(rules, rule.name) is not None:
-            raise ConfigError(
-                f'a rule named "{rule.name}" is already in the command policy; '
-                "remove it first or choose another name",
-                where,
-                field="command_policy.rules",
-            )
-        rules.append(rule_table(rule, blank_after=blank_after))
-        return True
-
-    _edit_rules(path, default_rules, edit)
-
-
-def set_policy_rule_enabled(
-    path: str | os.PathLike[str],
-    name: str,
-    enabled: bool,
-    *,
-    default_rules: Sequence[PolicyRuleConfig] = (),
-) -> bool:
-    """Turn the rule ``name`` on or off in place; False when it already was.
-
-    A rule without an ``enabled`` key is on; ``enabled = true`` is written only
-    over a value that says otherwise. A file without a ``rules`` key first gets
-    ``default_rules`` written out. Raises :class:`ConfigError` (file untouched)
-    when no rule has that name.
-    """
-
-    def edit(rules: AoT, where: str, blank_after: bool) -> bool:
-        table = rules[_rule_at(rules, name, where)]
-        current = table.get("enabled", True)
-        if current is enabled:
-            return False
-        _set_key(table, "enabled", enabled, after=("name", "pattern", "description"))
-        return True
-
-    return _edit_rules(path, default_rules, edit)
-
-
-def remove_policy_rule(
-    path: str | os.PathLike[str],
-    name: str,
-    *,
-    default_rules: Sequence[PolicyRuleConfig] = (),
-) -> None:
-    """Remove the rule ``name`` (the first of that name) from the command policy.
-
-    A file without a ``rules`` key first gets ``default_rules`` written out, so
-    removing one factory rule keeps the others. Removing the last rule leaves
-    ``rules = []`` (no rules at all), never an absent key. Raises
-    :class:`ConfigError` (file untouched) when no rule has that name.
-    """
-
-    def edit(rules: AoT, where: str, blank_after: bool) -> bool:
-        del rules[_rule_at(rules, name, where)]
-        return True
-
-    _edit_rules(path, default_rules, edit)
-
-
-# ------------------------------------------------------------------ edits
+# ------------------------------------------------------------------ resolution
 
 
 def _listing(config: ProjectConfig) -> str:
     return ", ".join(str(entry.key) for entry in config.models) or "none"
 
 
-def _require(config: ProjectConfig, provider: str, model_id: str) -> ModelEntry:
-    entry = config.find_model(provider, model_id)
-    if entry is None:
-        raise ConfigError(
-            f"no model {provider}/{model_id} is configured (configured: {_listing(config)})",
-            config.path,
-        )
-    return entry
+def unknown_model(config: ProjectConfig, provider: str, model_id: str) -> str:
+    """The reason for a pair that names no entry, listing the configured ones.
 
-
-def add_model(
-    config: ProjectConfig, entry: ModelEntry, *, set_default: bool = False
-) -> ProjectConfig:
-    """``config`` with ``entry`` added, or replacing the entry with the same provider and model id.
-
-    A replaced entry keeps its position. ``set_default`` also makes it the
-    ``default_model``. References are otherwise untouched; a ``vision_model``
-    that names an entry replaced by one with ``vision = false`` is cleared.
+    ``no model local/qwen is configured (configured: openai/gpt-4o)``: the start of
+    every message about such a pair, whichever edit or lookup met it.
     """
-    models = list(config.models)
-    for index, current in enumerate(models):
-        if current.key == entry.key:
-            models[index] = entry
-            break
-    else:
-        models.append(entry)
-    vision = config.vision_model
-    if vision == entry.key and not entry.vision:
-        vision = None
-    return attrs.evolve(
-        config,
-        models=tuple(models),
-        default_model=entry.key if set_default else config.default_model,
-        vision_model=vision,
-    )
-
-
-def set_default_model(config: ProjectConfig, provider: str, model_id: str) -> ProjectConfig:
-    """``config`` with ``default_model`` naming this entry (:class:`ConfigError` if none)."""
-    return attrs.evolve(config, default_model=_require(config, provider, model_id).key)
-
-
-def set_vision_model(config: ProjectConfig, provider: str, model_id: str) -> ProjectConfig:
-    """``config`` with ``vision_model`` naming this entry, which must accept images.
-
-    Raises :class:`ConfigError` when there is no such entry or it has ``vision = false``.
-    """
-    entry = _require(config, provider, model_id)
-    if not entry.vision:
-        raise ConfigError(
-            f"{entry.key} is configured with vision = false, so it cannot describe images; "
-            f"add it again with --vision if it accepts images",
-            config.path,
-        )
-    return attrs.evolve(config, vision_model=entry.key)
-
-
-def clear_vision_model(config: ProjectConfig) -> ProjectConfig:
-    """``config`` without a ``vision_model`` (describe_image then has no model to ask)."""
-    return attrs.evolve(config, vision_model=None)
-
-
-def remove_model(
-    config: ProjectConfig, provider: str, model_id: str
-) -> tuple[ProjectConfig, tuple[str, ...]]:
-    """``config`` without this entry, and the references that were cleared because they named it.
-
-    The second item lists ``"default_model"`` and/or ``"vision_model"`` when they
-    named the removed entry (they are unset in the result). Raises
-    :class:`ConfigError` when there is no such entry.
-    """
-    removed = _require(config, provider, model_id).key
-    cleared = tuple(
-        name
-        for name, ref in (
-            ("default_model", config.default_model),
-            ("vision_model", config.vision_model),
-        )
-        if ref == removed
-    )
-    result = attrs.evolve(
-        config,
-        models=tuple(entry for entry in config.models if entry.key != removed),
-        default_model=None if config.default_model == removed else config.default_model,
-        vision_model=None if config.vision_model == removed else config.vision_model,
-    )
-    return result, cleared
+    return f"no model {provider}/{model_id} is configured (configured: {_listing(config)})"
 
 
 def resolve_model(
@@ -869,7 +463,7 @@ def resolve_model(
         entry = config.find_model(provider, model_id)
         if entry is None:
             raise ConfigError(
-                f"no model {provider}/{model_id} is configured (configured: {_listing(config)}). "
+                f"{unknown_model(config, provider, model_id)}. "
                 f"Add it with: penguin config model add --provider {provider} "
                 f"--model-id {model_id} --base-url URL --api-key KEY",
                 config.path,

@@ -31,6 +31,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 
 from ._defaults import default_tools
 from ._errors import ConfigError
+from ._files import read_config_text
 from ._mcp import McpServerConfig, parse_mcp_servers
 from ._prompt import DEFAULT_SYSTEM_PROMPT
 from ._tools import (
@@ -180,21 +181,12 @@ def _first_content_line(text: str) -> int:
 
 def _read_text(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        return read_config_text(path, "YAML")
     except FileNotFoundError:
         raise ConfigError(
             "the file does not exist (dump_default_system_config writes the default one)",
             path,
         ) from None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, not a YAML file", path) from None
-    except OSError as error:
-        raise ConfigError(f"cannot be read: {error.strerror or error}", path) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ConfigError("is not valid UTF-8 text", path, line) from None
 
 
 def _parse_entry(node: Located) -> ToolDefinitionConfig:

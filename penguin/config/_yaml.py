@@ -14,13 +14,10 @@ worker thread.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import math
-import os
 import stat
-import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,6 +30,7 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 from penguin._log import warn
 
 from ._errors import ConfigError
+from ._files import replace_text
 
 __all__ = [
     "Located",
@@ -252,25 +250,12 @@ def to_json_value(node: Located) -> Any:
 def write_text_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) so readers see the old file or the new one.
 
-    The text goes to a temporary file in the same directory, is flushed to disk and
-    renamed over ``path``; missing parent directories are created. An existing file's
-    permission bits are kept, a new file gets 0644. On failure the temporary file is
-    removed and the :class:`OSError` propagates.
+    See :func:`~._files.replace_text`; missing parent directories are created. An
+    existing file's permission bits are kept, a new file gets 0644. Raises
+    :class:`OSError`.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = 0o644
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    replace_text(path, text, mode)

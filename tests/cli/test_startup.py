@@ -74,6 +74,8 @@ def test_9_7_a_tool_call_loads_neither_the_model_client_nor_the_agent_stack(
         "penguin.approval",
         "penguin.protocol._codec",
         "penguin.config._project",
+        "penguin.config._project_edits",
+        "penguin.config._toml",
         "penguin.config._vault",
         "penguin.cli._run",
         "penguin.cli._demo",

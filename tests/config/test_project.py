@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -555,3 +557,26 @@ def test_line_numbers_survive_multi_line_strings_and_quoted_keys(tmp_path: Path)
     with pytest.raises(ConfigError) as caught:
         load_project_config(path)
     assert (caught.value.line, caught.value.field) == (13, "models[1].vision")
+
+
+def test_10_3_a_session_reads_its_project_without_loading_the_edits(tmp_path: Path) -> None:
+    path = tmp_path / ".project_config.toml"
+    save_project_config(path, add_model(ProjectConfig(path=path), GPT, set_default=True))
+    probe = (
+        "import sys\n"
+        "import penguin.config as config\n"
+        "project = config.load_project_config(sys.argv[1])\n"
+        "print(config.resolve_model(project).key)\n"
+        "print(sorted(name for name in sys.modules if name.startswith('penguin.config.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    resolved, modules = done.stdout.splitlines()
+    assert resolved == "openai/gpt-4o"
+    assert "'penguin.config._project'" in modules
+    assert "'penguin.config._project_edits'" not in modules
