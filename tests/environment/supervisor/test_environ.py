@@ -195,18 +195,21 @@ def test_4_7_blank_penguin_shell_means_default(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     shell = resolve_shell({"PENGUIN_SHELL": "   ", "PATH": f"{tmp_path}{os.pathsep}/usr/bin"})
-    assert shell == Shell(argv=(str(fake), "-c"), login_resolved=True)
+    assert shell == Shell(argv=("bash", "--norc", "-c"), login_resolved=True, executable=str(fake))
 
 
 def test_4_7_default_bash_falls_back_to_bin_bash(tmp_path: Path) -> None:
     shell = resolve_shell({"PATH": str(tmp_path)})
-    assert shell == Shell(argv=("/bin/bash", "-c"), login_resolved=True)
+    assert shell == Shell(
+        argv=("bash", "--norc", "-c"), login_resolved=True, executable="/bin/bash"
+    )
 
 
 @needs_bash
 def test_4_7_default_bash_from_host_path() -> None:
     shell = resolve_shell({"PATH": os.environ["PATH"]})
-    assert shell.argv == (BASH, "-c")
+    assert shell.argv == ("bash", "--norc", "-c")  # messages read "bash: line 1: …" (9.6)
+    assert (shell.executable, shell.program) == (BASH, BASH)
     assert shell.login_resolved
 
 
