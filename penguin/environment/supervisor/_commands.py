@@ -555,9 +555,10 @@ class CommandSupervisor:
 
         The probe's own bounds apply (its timeout, its fallback to the host
         environment with a warning); a command that needs the result waits for it.
-        Does nothing when the shell is run as configured (``PENGUIN_SHELL``).
+        Does nothing when the shell is run as configured (``PENGUIN_SHELL``), or
+        once the supervisor is closed.
         """
-        if self._probe_started or not self._shell.login_resolved:
+        if self._probe_started or self._closed or not self._shell.login_resolved:
             return
         self._probe_started = True
         self._nursery.start_soon(self._resolve_login)
@@ -582,6 +583,9 @@ class CommandSupervisor:
             await trio.lowlevel.checkpoint()
             return self._host_env()
         self.start_login_probe()
+        if not self._probe_started:  # closed before any probe ran: nothing spawns now
+            await trio.lowlevel.checkpoint()
+            return self._host_env()
         await self._login_ready.wait()
         assert self._login_env is not None
         return self._login_env
