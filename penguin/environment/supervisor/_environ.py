@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 import signal
@@ -37,6 +38,8 @@ from typing import Final, Literal, TypeAlias
 
 import attrs
 import trio
+
+from ._process import read_process_table
 
 __all__ = [
     "HARDENED",
@@ -250,6 +253,29 @@ class _DumpTooLarge(Exception):
     pass
 
 
+def _has_live_members(pgid: int) -> bool:
+    """Whether a live process is left in group ``pgid`` (blocking).
+
+    Zombies do not count: they may wait for ever for a parent that never reaps them
+    (PID 1 in some containers).
+    """
+    return bool(read_process_table(math.inf).group(pgid))
+
+
+async def _group_ended(pgid: int) -> None:
+    """Wait until no live process is left in the group (the caller bounds the wait)."""
+    interval = 0.005
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return  # empty (or, after that, no longer ours)
+        if not await trio.to_thread.run_sync(_has_live_members, pgid):
+            return
+        await trio.sleep(interval)
+        interval = min(interval * 2, 0.05)
+
+
 async def _read_dump(stream: trio.abc.ReceiveStream, end: bytes) -> bytes:
     """Read until ``end`` has arrived or EOF, whichever is first."""
     data = bytearray()
@@ -291,9 +317,9 @@ async def resolve_login_environment(
     arrive within ``timeout`` seconds (the profile exits early, fails, hangs or prints
     more than 16 MiB) or the dump holds no variable; the caller then runs commands in
     ``base``. Once the end marker arrived (and the shell exited), or on any failure, the
-    probe's whole process group gets SIGTERM and, a second later, SIGKILL — the shell
-    and anything its profile left running in the group — and the shell is reaped, so
-    the probe leaves no process behind. (A profile
+    probe's whole process group gets SIGTERM and, once nothing in it runs any more or a
+    second later, SIGKILL — the shell and anything its profile left running in the
+    group — and the shell is reaped, so the probe leaves no process behind. (A profile
     job that made itself a new session escapes the group; that is a daemon by intent.)
     """
     nonce = uuid.uuid4().hex
@@ -336,6 +362,10 @@ async def resolve_login_environment(
             _signal_group(process.pid, signal.SIGTERM)
             with trio.move_on_after(_PROBE_GRACE):
                 await process.wait()
+                # The leftovers get the grace too, not only the shell: SIGKILL right
+                # after the shell died would cut short their exit handlers (the lock
+                # file of pyenv's rehash stayed, and every later login shell waited).
+                await _group_ended(process.pid)
             _signal_group(process.pid, signal.SIGKILL)
             await process.wait()
             if process.stdout is not None:

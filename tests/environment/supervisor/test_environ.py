@@ -343,6 +343,42 @@ async def test_4_7_login_environment_kills_profile_background_jobs(tmp_path: Pat
     await wait_until_no_marked_process(mark)
 
 
+LOCK_HOLDER = (
+    # A profile tool that holds a lock file and removes it when it ends (as pyenv's
+    # rehash does), taking a moment to: SIGKILL right after SIGTERM leaves it behind.
+    'bash -c \'echo > "$HOME/lock"; trap "sleep 0.1; rm -f \\"$HOME/lock\\"" EXIT; sleep 100\'\n'
+)
+
+
+@needs_bash
+@pytest.mark.parametrize("end", ["cancelled", "timed out"])
+async def test_9_6_a_probe_ended_early_lets_the_profile_clean_up(tmp_path: Path, end: str) -> None:
+    # The Environment now starts the probe when it opens, so a short-lived one ends it
+    # early (cancelled at close); a timeout ends it the same way.
+    assert BASH is not None
+    base, mark = login_base(tmp_path, LOCK_HOLDER)
+    lock = tmp_path / "lock"
+
+    async def lock_taken() -> None:
+        while not lock.exists():  # noqa: ASYNC110 - a file has no event to wait on
+            await trio.sleep(0.01)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            timeout = 0.5 if end == "timed out" else 10.0
+
+            async def probe() -> None:
+                await resolve_login_environment(BASH, base, timeout=timeout)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(probe)
+            await lock_taken()
+            if end == "cancelled":
+                nursery.cancel_scope.cancel()
+    assert not lock.exists()  # its exit handler ran
+    await wait_until_no_marked_process(mark)
+
+
 async def test_4_7_login_environment_missing_bash(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
