@@ -26,6 +26,7 @@ is how describe_image reaches the project's vision model the same way.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -276,7 +277,15 @@ class ToolContext:
     can arrive there.
     """
 
-    __slots__ = ("_emit", "_forward", "approve", "definition", "tool_call_id", "workspace_dir")
+    __slots__ = (
+        "_emit",
+        "_forward",
+        "_untimed",
+        "approve",
+        "definition",
+        "tool_call_id",
+        "workspace_dir",
+    )
 
     def __init__(
         self,
@@ -287,6 +296,7 @@ class ToolContext:
         approve: ApproveFn | None,
         emit: Callable[[str], Awaitable[None]],
         forward: Callable[[OmniMessage[Payload]], Awaitable[None]],
+        untimed: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self.workspace_dir = workspace_dir
         """The workspace; relative paths in arguments resolve against it."""
@@ -298,6 +308,19 @@ class ToolContext:
         """The caller's approver, or ``None`` (used by tools that run nested sessions)."""
         self._emit = emit
         self._forward = forward
+        self._untimed = untimed
+
+    def untimed(self) -> AbstractAsyncContextManager[None]:
+        """A block whose time does not count against this call's timeout.
+
+        For waiting on the Environment's own one-time set-up (exec_command waits for
+        the login environment here), never for the tool's work. An interrupt still
+        ends the block; a timeout that already fired still ends it too. Without an
+        Environment (a context built by hand) it is a plain block.
+        """
+        if self._untimed is None:
+            return contextlib.nullcontext()
+        return self._untimed()
 
     async def emit(self, text: str) -> None:
         """Add ``text`` to this call's output (empty text is ignored)."""

@@ -15,13 +15,16 @@ final message (a hard stop, not an interrupt).
 One call is one task with two nested cancel scopes, outermost highest priority: the
 user interrupt, then the deadline. After the tool returns, the scope that fired is
 read once and the outcome is frozen (``_closeout.classify``) before any archive I/O,
-so a late interrupt cannot change a finished call's result.
+so a late interrupt cannot change a finished call's result. A tool may stop the
+deadline's clock while it waits for the Environment's own one-time set-up
+(``ToolContext.untimed``: exec_command and the login environment).
 
 Background work lives in the Environment's nursery under two supervisors: command
 sessions (``CommandSupervisor``) and subagent sessions (``SubagentSupervisor``, which
 reaches child sessions only through the injected ``ToolServices.subagent_runner``).
 Both report through one channel (:attr:`Environment.background_reports`); leaving the
-block disposes the subagents first, then the commands.
+block disposes the subagents first, then the commands. When the toolset has
+exec_command, the login environment is resolved from the moment the Environment opens.
 
 What this module does not do: decide the text of the final output (``_closeout``),
 hold archived bytes (``_archive``), or know any tool's behaviour (``tools/``).
@@ -66,6 +69,7 @@ from .supervisor import (
     SubagentSupervisor,
     resolve_shell,
 )
+from .tools.exec_command import ExecCommandTool
 from .tools.registry import BUILTIN_TOOLS
 
 __all__ = ["Environment", "EnvironmentConfig", "parse_arguments"]
@@ -302,6 +306,8 @@ class Environment:
                     config.services or ToolServices(), commands=commands, subagents=subagents
                 )
                 env = cls(config, nursery, services, _private=_OPEN_TOKEN)
+                if any(isinstance(tool, ExecCommandTool) for tool in env._tools.values()):
+                    commands.start_login_probe()  # ready before the first command needs it
                 try:
                     yield env
                 finally:
@@ -539,6 +545,7 @@ class _CallRun:
         )
         self.lock = trio.StrictFIFOLock()
         self.compat_stop: om.StopReason | None = None
+        self.timeout_scope: trio.CancelScope | None = None
         self.ctx = ToolContext(
             workspace_dir=env.workspace_dir,
             tool_call_id=call_id,
@@ -546,7 +553,26 @@ class _CallRun:
             approve=approve,
             emit=self.emit,
             forward=self.forward,
+            untimed=self.untimed,
         )
+
+    @asynccontextmanager
+    async def untimed(self) -> AsyncIterator[None]:
+        """Stop this call's timeout clock for the block (``ToolContext.untimed``).
+
+        The deadline moves out by the time the block took; the interrupt scope is not
+        touched, so a user interrupt still ends the wait.
+        """
+        scope = self.timeout_scope
+        if scope is None or scope.cancel_called or math.isinf(scope.deadline):
+            yield
+            return
+        began = trio.current_time()
+        deadline, scope.deadline = scope.deadline, math.inf
+        try:
+            yield
+        finally:
+            scope.deadline = deadline + (trio.current_time() - began)
 
     async def emit(self, text: str) -> None:
         async with self.lock:
@@ -587,7 +613,7 @@ class _CallRun:
         timeout_ms = self.definition.timeout_ms
         deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms > 0 else math.inf
         interrupt_scope = trio.CancelScope()
-        timeout_scope = trio.CancelScope(deadline=deadline)
+        timeout_scope = self.timeout_scope = trio.CancelScope(deadline=deadline)
         interrupt = self.interrupt
         if interrupt is None:
             returned, error = await self._execute(args, interrupt_scope, timeout_scope)

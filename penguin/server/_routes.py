@@ -4,7 +4,7 @@ Sans-IO. The routes themselves are a list of starlette ``Route`` objects in ``_a
 this module owns what their path parameters may be:
 
 - project and agent ids: ``^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$``;
-- session ids: DESIGN §4's ``session-YYYY-MM-DD-HH-mm-ss-<8hex>``;
+- session ids: reference D4's ``session-YYYY-MM-DD-HH-mm-ss-<8hex>``;
 - tool call and process ids: ``^[A-Za-z0-9_.:-]{1,128}$``.
 
 :func:`validate_ids` raises the 404 of the resource's kind for the first bad one
@@ -44,7 +44,7 @@ AGENT_ID: Final = PROJECT_ID
 SESSION_ID: Final = re.compile(
     r"session-[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9a-f]{8}", re.ASCII
 )
-"""Session ids as DESIGN §4 makes them: ``session-YYYY-MM-DD-HH-mm-ss-<8hex>``."""
+"""Session ids as reference D4 makes them: ``session-YYYY-MM-DD-HH-mm-ss-<8hex>``."""
 OTHER_ID: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}", re.ASCII)
 """Tool call ids and process ids."""
 

@@ -110,6 +110,25 @@ async def wait_gone(pids: Iterable[int], *, within: float = 5.0) -> None:
     await wait_until(lambda: not any(alive(pid) for pid in pids), within=within)
 
 
+async def pid_of(env: penguin.Environment, process_id: str, *, within: float = 5.0) -> int:
+    """The root pid of a registered command, once its process exists.
+
+    A background launch is listed at once, before its process has started (``pid`` is
+    None until then).
+    """
+    pid: int | None = None
+
+    def started() -> bool:
+        nonlocal pid
+        command = registered(env).get(process_id)
+        pid = None if command is None else command.pid
+        return pid is not None
+
+    await wait_until(started, within=within)
+    assert pid is not None
+    return pid
+
+
 def tool_definition(name: str, **changes: Any) -> penguin.ToolDefinitionConfig:
     """The default definition of builtin ``name``, with ``changes`` (limits, timeouts)."""
     entry = next(d for d in default_tools() if d.name == name)

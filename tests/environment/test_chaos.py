@@ -276,8 +276,6 @@ async def run_case(kind: Kind, route: str, workdir: Path) -> CaseResult:
             async with open_env(workdir, route) as env:
                 tag = env._commands.tag
                 if route in ("interrupt", "timeout"):
-                    # The first spawn resolves the login environment: not on the clock.
-                    await env._commands._base_environment()
                     message = call("exec_command", cmd=kind.cmd, yield_time_ms=600_000)
                     for _ in range(TIMEOUT_ATTEMPTS):
                         text, pids, stop = await stream_until_ready(

@@ -410,6 +410,60 @@ async def test_1_8d_timeout_marker(tmp_path: Path, autojump_clock: trio.testing.
     assert elapsed == pytest.approx(1.5)
 
 
+async def test_9_6_an_untimed_block_is_not_on_the_timeout_clock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # What exec_command does with the one-time login environment (reference 1.5 counts the
+    # call's own work): 0.4 s + 0.4 s of work around a 5 s wait fit a 1 s timeout.
+    async def behaviour(args: dict[str, Any], ctx: ToolContext) -> None:
+        await trio.sleep(0.4)
+        async with ctx.untimed():
+            await trio.sleep(5)
+        await trio.sleep(0.4)
+        await ctx.emit("done")
+
+    tool = ScriptTool(behaviour, timeout_ms=1000)
+    async with penguin.Environment.open(config(tmp_path, tool)) as env:
+        start = trio.current_time()
+        out = await env.call_tool(script_call())
+        assert (out.payload.output, out.payload.stop_reason) == ("done", "completed")
+        assert trio.current_time() - start == pytest.approx(5.8)
+
+        async def too_slow(args: dict[str, Any], ctx: ToolContext) -> None:
+            await trio.sleep(0.6)
+            async with ctx.untimed():
+                await trio.sleep(5)
+            await trio.sleep(0.6)  # the clock resumes where it stopped: 0.4 s are left
+
+        tool.behaviour = too_slow
+        start = trio.current_time()
+        out = await env.call_tool(script_call())
+        assert (out.payload.output, out.payload.stop_reason) == (
+            "[tool timeout: exceeded 1000ms]",
+            "failed",
+        )
+        assert trio.current_time() - start == pytest.approx(6.0)
+
+
+async def test_9_6_an_interrupt_still_ends_an_untimed_block(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    interrupt = trio.Event()
+
+    async def behaviour(args: dict[str, Any], ctx: ToolContext) -> None:
+        async with ctx.untimed():
+            interrupt.set()
+            await trio.sleep_forever()
+
+    tool = ScriptTool(behaviour, timeout_ms=1000)
+    async with penguin.Environment.open(config(tmp_path, tool)) as env:
+        out = await env.call_tool(script_call(), interrupt=interrupt)
+    assert (out.payload.output, out.payload.stop_reason) == (
+        "[interrupted: tool aborted by user]",
+        "aborted",
+    )
+
+
 async def test_1_8d_priority_interrupt_beats_timeout(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -20,6 +20,7 @@ from .processes import (
     first_line,
     has_exited,
     launch,
+    pid_of,
     process_id_in,
     registered,
     start_in_background,
@@ -116,7 +117,7 @@ async def test_3_13_4_reports_wait_for_a_listener_and_stop_after_close(workspace
         await in_background(env, "echo two")  # finished, never read
         await wait_until(lambda: pending_reports(env) == 1)
         running = await in_background(env, "sleep 1000")  # still running at close
-        pid = registered(env)[running].pid
+        pid = await pid_of(env, running)
     assert env.take_background_reports() == []  # the pending one was dropped at close
     with pytest.raises(trio.EndOfChannel):
         env.background_reports.receive_nowait()
@@ -140,10 +141,11 @@ async def test_4_13_host_surface(env: penguin.Environment) -> None:
         assert command.cwd == str(env.workspace_dir)
         assert before <= command.started_at <= after
         assert command.service_url is None
-    assert alive(by_id[a].pid)
+    pid = await pid_of(env, a)
+    assert alive(pid)
 
     assert await env.kill_background_command(a) is True
-    assert not alive(by_id[a].pid)
+    assert not alive(pid)
     assert await env.kill_background_command(a) is False
     assert await env.kill_background_command("proc-00000000") is False
     assert [command.process_id for command in env.list_background_commands()] == [b, c]
@@ -193,7 +195,7 @@ async def test_a_cancelled_owner_ends_every_session_promptly(workspace: Path) ->
             env._commands.grace = 20.0  # waiting out a grace period would be unmistakable
             await in_background(env, "sleep 1000")
             await start_in_background(env, "sleep 1000")
-            pids = [c.pid for c in env.list_background_commands()]
+            pids = [await pid_of(env, c.process_id) for c in env.list_background_commands()]
             started = time.monotonic()
             owner.cancel()
             await trio.sleep_forever()
@@ -212,6 +214,8 @@ async def main():
     async with penguin.Environment.open(config) as env:
         args = {"description": "t", "cmd": "sleep 1000 | sleep 1000", "run_in_background": True}
         await env.call_tool(om.tool_call("exec_command", args, "c1"))
+        while env.list_background_commands()[0].pid is None:  # listed before it starts
+            await trio.sleep(0.01)
         print(env.list_background_commands()[0].pid, flush=True)
         started.set()
         await trio.sleep_forever()

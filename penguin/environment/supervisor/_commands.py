@@ -1,11 +1,14 @@
 """Command sessions and their supervisor: the capped registry of live shell commands.
 
 A :class:`CommandSession` is one shell command and everything it starts. It lives as
-one task in the Environment's nursery (started through ``nursery.start`` so a spawn
-failure reaches the caller), with three helpers: a pump that reads the merged output
-into a capped :class:`UnreadBuffer`, a watcher that waits for the root process, and a
-feeder that writes queued input to the command's stdin (so a command that never reads
-its input cannot block the call that writes to it). The session ends when it is
+one task in the Environment's nursery, with three helpers: a pump that reads the merged
+output into a capped :class:`UnreadBuffer`, a watcher that waits for the root process,
+and a feeder that writes queued input to the command's stdin (so a command that never
+reads its input cannot block the call that writes to it). A foreground command's task
+is started through ``nursery.start``, so a spawn failure reaches the caller; a
+background launch (3.2.5) is registered before its process exists, and its task
+spawns it once the login environment is ready — a failure then is the session's exit
+(``spawn error: …``), reported like any other (3.13.1). The session ends when it is
 *released* (removed from the registry, discarded after a foreground run, killed,
 evicted, or the supervisor closes) or when its task is cancelled: its whole process
 tree is ended (``_process.end_process_tree``) before the task returns. The watcher's
@@ -25,6 +28,14 @@ carrying the host's tag, which begins this supervisor's tag and so every marker.
 Registration happens only when a command outlives its window or is launched in the
 background; a foreground command that ends inside its window is never registered
 and its group is ended right away (3.2.9).
+
+A signal for a session is never lost, whatever state its process is in: before the
+process exists (a background launch waiting for the login environment, or being
+spawned) it is kept on the session and sent the moment the process does; while the
+root is unreaped it goes to the group; after the root exited there is nothing left
+to signal. The login environment is resolved once per supervisor, in its nursery,
+as soon as :meth:`CommandSupervisor.start_login_probe` is called (the Environment
+does at open), so no command's call pays for it on its own clock.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import math
 import os
 import signal
 import termios
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -164,10 +176,14 @@ class BackgroundReport:
 
 @attrs.frozen
 class BackgroundCommand:
-    """One registered command as the host sees it (reference 4.13)."""
+    """One registered command as the host sees it (reference 4.13).
+
+    ``pid`` is None while a background launch waits for its process to start, and for
+    one that could not be started (it is listed as not running, with its report).
+    """
 
     process_id: str
-    pid: int
+    pid: int | None
     cmd: str
     cwd: str
     started_at: float
@@ -195,7 +211,8 @@ class CommandSession:
     """One shell command and everything it started.
 
     Output arrives in :attr:`buffer`; :attr:`exited` is set when the foreground
-    process ends; :attr:`output_closed` when every writer of the output closed it.
+    process ends (or when it could not be started: :attr:`exit_status` then carries the
+    spawn error); :attr:`output_closed` when every writer of the output closed it.
     """
 
     def __init__(
@@ -214,6 +231,8 @@ class CommandSession:
         """Set once the process tree is gone and the streams are closed."""
         self.exit_status: ExitStatus | None = None
         self.report_label: str | None = None
+        self.created_at = time.time()
+        """When the session was made (its process may start later, or never)."""
         self._output_fd: int | None = None
         self.registered = False
         self.service_url: str | None = None
@@ -221,6 +240,9 @@ class CommandSession:
         self._changed = trio.lowlevel.ParkingLot()
         self._release = trio.Event()
         self._spawned: SpawnedProcess | None = None
+        self._pending_signals: list[int] = []
+        self._unstarted = trio.CancelScope()
+        """Around the wait before the spawn: a release ends that wait (nothing starts)."""
         self._last_probe = -math.inf
         self._watch_scope = trio.CancelScope(shield=True)
         self._input_send, self._input_receive = trio.open_memory_channel[bytes](math.inf)
@@ -242,8 +264,26 @@ class CommandSession:
         return self._spawned is not None
 
     def release(self) -> None:
-        """Ask the session task to end the process tree (idempotent, never blocks)."""
+        """Ask the session task to end the process tree (idempotent, never blocks).
+
+        A session whose process has not started yet never starts it.
+        """
         self._release.set()
+        self._unstarted.cancel()
+
+    def send_signal(self, signum: int) -> None:
+        """Signal the command's process group; never lost, never misdirected.
+
+        Before the process exists the signal waits on the session and is sent the
+        moment it does. Once the root was reaped (or never started) nothing is sent:
+        its group id may already name a stranger's group.
+        """
+        if self.exited.is_set():
+            return
+        if self._spawned is None:
+            self._pending_signals.append(signum)
+            return
+        signal_group(self._spawned.pgid, signum)
 
     def send_input(self, data: bytes) -> None:
         """Queue ``data`` for the command's stdin; never blocks (dropped once it closed)."""
@@ -253,25 +293,89 @@ class CommandSession:
     async def run(
         self,
         argv: tuple[str, ...],
-        env: Mapping[str, str],
+        environment: Callable[[], Awaitable[Mapping[str, str]]],
         tty: bool,
         on_exit: Callable[[CommandSession], Awaitable[None]],
         on_end: Callable[[CommandSession], None],
         *,
-        task_status: trio.TaskStatus[None],
+        executable: str | None = None,
+        background: bool = False,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """The session's task: spawn, pump, watch, and on release end everything."""
+        """The session's task: spawn, pump, watch, and on release end everything.
+
+        In the foreground the task reports started once the process exists, and a
+        spawn failure raises :class:`SpawnError` to the ``nursery.start`` caller. A
+        ``background`` task reports started at once and spawns on its own: a failure
+        is then the session's exit status (``spawn error: …``), passed to ``on_exit``.
+        ``environment`` gives the child's environment (it may wait for the login
+        environment; a release ends that wait and nothing is started).
+        """
         try:
-            self._spawned = await spawn_process(argv, cwd=self.cwd, env=env, tty=tty)
-        except OSError as exc:
-            raise SpawnError(_os_error_text(exc)) from exc
-        except ValueError as exc:  # an embedded NUL byte in the command, cwd or env
-            raise SpawnError(str(exc)) from exc
-        # If the caller of nursery.start was cancelled meanwhile, this task stays in
-        # its cancelled scope: the helpers below are cancelled at once, and the
-        # shielded watcher is what still lets _end see the root exit.
-        task_status.started()
-        spawned = self._spawned
+            if background:
+                task_status.started()
+            spawned = await self._spawn(argv, environment, tty, executable, background)
+            if spawned is None:
+                if self.exit_status is not None:
+                    await on_exit(self)
+                return
+            if not background:
+                # If the caller of nursery.start was cancelled meanwhile, this task stays
+                # in its cancelled scope: the helpers below are cancelled at once, and
+                # the shielded watcher is what still lets _end see the root exit.
+                task_status.started()
+            await self._supervise(spawned, on_exit)
+        finally:
+            self._input_receive.close()
+            self._changed.unpark_all()
+            self.ended.set()
+            on_end(self)
+
+    async def _spawn(
+        self,
+        argv: tuple[str, ...],
+        environment: Callable[[], Awaitable[Mapping[str, str]]],
+        tty: bool,
+        executable: str | None,
+        background: bool,
+    ) -> SpawnedProcess | None:
+        """Start the process; ``None`` when released first or (background) it failed."""
+        with self._unstarted:
+            env = await environment()
+        if self._release.is_set():
+            return None
+        try:
+            try:
+                spawned = await spawn_process(
+                    argv, cwd=self.cwd, env=env, tty=tty, executable=executable
+                )
+            except OSError as exc:
+                raise SpawnError(_os_error_text(exc)) from exc
+            except ValueError as exc:  # an embedded NUL byte in the command, cwd or env
+                raise SpawnError(str(exc)) from exc
+        except SpawnError as exc:
+            if not background:
+                raise
+            self._never_started(str(exc))
+            return None
+        self._spawned = spawned
+        # Signals sent while the process did not exist yet: now it does (no checkpoint
+        # since the spawn returned, so none can have been missed in between).
+        pending, self._pending_signals = self._pending_signals, []
+        for signum in pending:
+            signal_group(spawned.pgid, signum)
+        return spawned
+
+    def _never_started(self, error: str) -> None:
+        self.exit_status = ExitStatus(spawn_error=error)
+        self._pending_signals.clear()
+        self.output_closed.set()
+        self.exited.set()
+        self._changed.unpark_all()
+
+    async def _supervise(
+        self, spawned: SpawnedProcess, on_exit: Callable[[CommandSession], Awaitable[None]]
+    ) -> None:
         self._output_fd = spawned.output.fileno()
         try:
             async with trio.open_nursery() as helpers:
@@ -289,9 +393,6 @@ class CommandSession:
             self._input_receive.close()
             with trio.CancelScope(shield=True):
                 await _close_quietly(spawned)
-            self._changed.unpark_all()
-            self.ended.set()
-            on_end(self)
 
     async def _end(self, spawned: SpawnedProcess) -> None:
         with trio.move_on_after(self.grace + _RELEASE_MARGIN) as scope:
@@ -405,7 +506,9 @@ class CommandSupervisor:
     """The capped registry of command sessions of one Environment.
 
     Create it with the Environment's nursery; :meth:`aclose` ends every session.
-    Reports of background commands arrive on :attr:`reports`.
+    Reports of background commands arrive on :attr:`reports`. Call
+    :meth:`start_login_probe` as soon as commands may come, so the login environment
+    is resolved before the first one needs it (otherwise the first spawn starts it).
     """
 
     def __init__(
@@ -432,7 +535,8 @@ class CommandSupervisor:
         self.grace = grace
         """Seconds between SIGTERM and SIGKILL for sessions spawned from now on (4.11)."""
         self._login_env: dict[str, str] | None = None
-        self._login_lock = trio.Lock()
+        self._login_ready = trio.Event()
+        self._probe_started = False
         self._closed = False
         self._spawned_any = False
         self._watchdog_warned = False
@@ -443,13 +547,44 @@ class CommandSupervisor:
 
     # ------------------------------------------------------------------ spawning
 
-    async def _base_environment(self) -> Mapping[str, str]:
+    def start_login_probe(self) -> None:
+        """Resolve the login environment now, in the supervisor's nursery (once).
+
+        The probe's own bounds apply (its timeout, its fallback to the host
+        environment with a warning); a command that needs the result waits for it.
+        Does nothing when the shell is run as configured (``PENGUIN_SHELL``), or
+        once the supervisor is closed.
+        """
+        if self._probe_started or self._closed or not self._shell.login_resolved:
+            return
+        self._probe_started = True
+        self._nursery.start_soon(self._resolve_login)
+
+    async def _resolve_login(self) -> None:
+        resolved: dict[str, str] | None = None
+        try:
+            resolved = await resolve_login_environment(self._shell.program, self._host_env())
+        finally:
+            # Cancelled (the Environment closes): nobody spawns any more, but no waiter
+            # may wait for ever either.
+            self._login_env = resolved if resolved is not None else dict(self._host_env())
+            self._login_ready.set()
+
+    async def login_environment(self) -> Mapping[str, str]:
+        """The base environment of every command: wait for the login probe if needed.
+
+        The one-time wait belongs to the Environment, not to the call that happens to
+        be first: exec_command waits here outside its timeout (``ctx.untimed``).
+        """
         if not self._shell.login_resolved:
+            await trio.lowlevel.checkpoint()
             return self._host_env()
-        async with self._login_lock:
-            if self._login_env is None:
-                resolved = await resolve_login_environment(self._shell.argv[0], self._host_env())
-                self._login_env = resolved if resolved is not None else dict(self._host_env())
+        self.start_login_probe()
+        if not self._probe_started:  # closed before any probe ran: nothing spawns now
+            await trio.lowlevel.checkpoint()
+            return self._host_env()
+        await self._login_ready.wait()
+        assert self._login_env is not None
         return self._login_env
 
     async def _arm_watchdog(self) -> None:
@@ -470,26 +605,34 @@ class CommandSupervisor:
                     "process be killed, the commands it started keep running"
                 )
 
+    def _environment_for(self, owner: str) -> Callable[[], Awaitable[Mapping[str, str]]]:
+        async def environment() -> Mapping[str, str]:
+            base = await self.login_environment()
+            await self._arm_watchdog()
+            return child_environment(
+                base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
+            )
+
+        return environment
+
     def _new_process_id(self) -> str:
         while True:
             candidate = f"proc-{uuid.uuid4().hex[:8]}"
             if candidate not in self._registry:
                 return candidate
 
+    def _new_session(self, cmd: str, cwd: Path) -> CommandSession:
+        process_id = self._new_process_id()
+        return CommandSession(process_id, cmd, cwd, f"{self.tag}/{process_id}", self.grace)
+
     async def spawn(self, cmd: str, cwd: Path, *, tty: bool = False) -> CommandSession:
         """Start ``cmd`` (unregistered); raise :class:`SpawnError` if it cannot start."""
         if self._closed:
             raise SupervisorClosedError
-        base = await self._base_environment()
-        process_id = self._new_process_id()
-        owner = f"{self.tag}/{process_id}"
-        env = child_environment(
-            base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
-        )
-        session = CommandSession(process_id, cmd, cwd, owner, self.grace)
-        await self._arm_watchdog()
+        await self.login_environment()
         if self._closed:
             raise SupervisorClosedError
+        session = self._new_session(cmd, cwd)
         self._live.add(session)
         self._spawned_any = True
         try:
@@ -497,10 +640,11 @@ class CommandSupervisor:
                 partial(
                     session.run,
                     (*self._shell.argv, cmd),
-                    env,
+                    self._environment_for(session.owner),
                     tty,
                     self._on_exit,
                     self._live.discard,
+                    executable=self._shell.executable,
                 )
             )
         except BaseException:
@@ -511,6 +655,35 @@ class CommandSupervisor:
             else:
                 self._live.discard(session)
             raise
+        return session
+
+    def launch(self, cmd: str, cwd: Path, *, label: str, tty: bool = False) -> CommandSession:
+        """Start ``cmd`` in the background (3.2.5): registered at once, reported when done.
+
+        Never waits: the session's own task waits for the login environment and
+        spawns. A command that cannot be started is a session that exited with
+        ``spawn error: …`` and sends its report like any other (3.13.1). Raises
+        :class:`SupervisorClosedError` only.
+        """
+        if self._closed:
+            raise SupervisorClosedError
+        session = self._new_session(cmd, cwd)
+        self.register(session)
+        self.arm_report(session, label)
+        self._live.add(session)
+        self._spawned_any = True
+        self._nursery.start_soon(
+            partial(
+                session.run,
+                (*self._shell.argv, cmd),
+                self._environment_for(session.owner),
+                tty,
+                self._on_exit,
+                self._live.discard,
+                executable=self._shell.executable,
+                background=True,
+            )
+        )
         return session
 
     # ------------------------------------------------------------------ registry
@@ -575,10 +748,12 @@ class CommandSupervisor:
         session.send_input(chars.encode("utf-8", "surrogatepass"))
 
     def interrupt(self, session: CommandSession) -> None:
-        """Ctrl-C: SIGINT to the session's process group (3.3.3)."""
+        """Ctrl-C: SIGINT to the session's process group (3.3.3), never lost.
+
+        A command whose process does not exist yet gets it the moment it does.
+        """
         self._registry.touch(session.process_id, trio.current_time())
-        if session.running:  # after the root is reaped its group id may be reused
-            signal_group(session.spawned.pgid, signal.SIGINT)
+        session.send_signal(signal.SIGINT)
 
     async def collect(self, session: CommandSession, window: float, emit: Emit) -> bool:
         """Stream new output to ``emit`` until the command exits or ``window`` ends.
@@ -671,13 +846,14 @@ class CommandSupervisor:
         """Registered commands in registration order, exited ones included (4.13)."""
         out = []
         for process_id, session in self._registry.items():
+            spawned = session.spawned if session.started else None
             out.append(
                 BackgroundCommand(
                     process_id=process_id,
-                    pid=session.spawned.pid,
+                    pid=None if spawned is None else spawned.pid,
                     cmd=session.cmd,
                     cwd=str(session.cwd),
-                    started_at=session.spawned.started_at,
+                    started_at=session.created_at if spawned is None else spawned.started_at,
                     running=session.running,
                     service_url=(
                         (session.printed_url() or session.service_url) if session.running else None
@@ -690,7 +866,7 @@ class CommandSupervisor:
         """Refresh the listen-port service URL of running sessions that printed none."""
         now = trio.current_time()
         for _, session in self._registry.items():
-            if not session.running or session.printed_url() is not None:
+            if not session.started or not session.running or session.printed_url() is not None:
                 continue
             if now - session._last_probe < PROBE_INTERVAL:
                 continue

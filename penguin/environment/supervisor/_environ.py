@@ -6,10 +6,11 @@ Three jobs, each small:
   login environment resolved from it) in the spec's fixed order: strip the host-only keys,
   apply the proxy policy, lay the agent's vault over that, then the hardened set that
   nothing overrides, and last penguin's own marker variables (``owner``). Pure.
-- :func:`resolve_shell` picks the shell argv a command line is appended to. Pure.
+- :func:`resolve_shell` picks the shell argv a command line is appended to, and the
+  program that runs it. Pure.
 - :func:`resolve_login_environment` gives ``bash -lc`` semantics without paying for a login
   shell on every command: it runs one login ``bash`` that dumps its environment, once per
-  Environment, and every command then runs ``bash -c`` in that environment (reference D7).
+  Environment, and every command then runs ``bash --norc -c`` in that environment (reference D7).
   :func:`parse_env_dump` is its pure half.
 
 Platform: POSIX only. The spec's Windows shell ladder (PATH ``bash`` unless it is the WSL
@@ -25,6 +26,7 @@ casing, as the spec says.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -38,6 +40,8 @@ import trio
 
 from penguin._errors import PenguinError
 from penguin._log import logger as _logger
+
+from ._process import read_process_table
 
 __all__ = [
     "HARDENED",
@@ -147,16 +151,27 @@ def child_environment(
 
 @attrs.frozen
 class Shell:
-    """How a command line is run: ``(*argv, command)``.
+    """How a command line is run: ``(*argv, command)``, by ``executable`` when it is set.
 
-    ``login_resolved`` is True for the default ``bash -c``: the caller runs it in the
-    login environment that :func:`resolve_login_environment` resolved once, which is what
-    makes it equivalent to the spec's ``bash -lc``. It is False when ``PENGUIN_SHELL``
-    chose the shell: that shell is run exactly as configured on every call.
+    ``login_resolved`` is True for the default bash: the caller runs it in the login
+    environment that :func:`resolve_login_environment` resolved once, which is what makes
+    it equivalent to the spec's ``bash -lc``. It is False when ``PENGUIN_SHELL`` chose the
+    shell: that shell is run exactly as configured on every call.
+
+    ``executable`` is the program the spawn runs when ``argv[0]`` is only its name: the
+    default bash is started as ``bash`` (so its messages read ``bash: line 1: …``, as
+    under the reference, not ``/usr/bin/bash: line 1: …``) while the file run is the one
+    resolved from ``PATH``. ``None`` runs ``argv[0]`` itself.
     """
 
     argv: tuple[str, ...]
     login_resolved: bool
+    executable: str | None = None
+
+    @property
+    def program(self) -> str:
+        """The file that is run: ``executable``, or ``argv[0]``."""
+        return self.executable if self.executable is not None else self.argv[0]
 
     def command(self, cmd: str) -> list[str]:
         """The full argv that runs ``cmd``."""
@@ -183,15 +198,24 @@ def resolve_shell(env: Mapping[str, str]) -> Shell:
     basename, case-insensitively and without a ``.exe``/``.cmd``/``.bat``/``.ps1``
     suffix: ``pwsh``/``powershell`` get ``-NoLogo -NoProfile -Command``, ``cmd`` gets
     ``/d /s /c``, anything else ``-lc``. Otherwise ``bash`` from ``env``'s ``PATH``
-    (``/bin/bash`` if it is not there), run as ``bash -c`` in the resolved login
-    environment. The basename accepts ``\`` as a separator too, so a Windows path in the
-    variable still picks the right arguments.
+    (``/bin/bash`` if it is not there), run as ``bash --norc -c`` in the resolved login
+    environment, with its basename as ``argv[0]``. The basename accepts ``\`` as a
+    separator too, so a Windows path in the variable still picks the right arguments.
+
+    ``--norc``: the login environment already holds what the start-up files set, so a
+    command's shell runs none of them. Without it, a bash built with
+    ``SSH_SOURCE_BASHRC`` (Debian's, Ubuntu's) reads ``~/.bashrc`` before every command
+    whenever ``SSH_CLIENT`` is set — ``bash -lc`` never takes that path — and a Ctrl-C
+    that arrives while it runs is swallowed: bash was waiting for a child of the file,
+    which did not die of the signal, so bash carried on and started the command.
     """
     override = env.get(SHELL_OVERRIDE_VAR, "").strip()
     if override:
         return Shell(argv=(override, *_shell_args(override)), login_resolved=False)
     bash = shutil.which("bash", path=env.get("PATH", os.defpath)) or "/bin/bash"
-    return Shell(argv=(bash, "-c"), login_resolved=True)
+    return Shell(
+        argv=(os.path.basename(bash), "--norc", "-c"), login_resolved=True, executable=bash
+    )
 
 
 def parse_env_dump(data: bytes) -> dict[str, str]:
@@ -227,6 +251,29 @@ file it removes on exit — pyenv's rehash does — which SIGKILL would leave st
 
 class _DumpTooLarge(PenguinError):
     """The login probe printed more than `_DUMP_LIMIT` bytes: the probe has failed."""
+
+
+def _has_live_members(pgid: int) -> bool:
+    """Whether a live process is left in group ``pgid`` (blocking).
+
+    Zombies do not count: they may wait for ever for a parent that never reaps them
+    (PID 1 in some containers).
+    """
+    return bool(read_process_table(math.inf).group(pgid))
+
+
+async def _group_ended(pgid: int) -> None:
+    """Wait until no live process is left in the group (the caller bounds the wait)."""
+    interval = 0.005
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return  # empty (or, after that, no longer ours)
+        if not await trio.to_thread.run_sync(_has_live_members, pgid):
+            return
+        await trio.sleep(interval)
+        interval = min(interval * 2, 0.05)
 
 
 async def _read_dump(stream: trio.abc.ReceiveStream, end: bytes) -> bytes:
@@ -270,9 +317,9 @@ async def resolve_login_environment(
     arrive within ``timeout`` seconds (the profile exits early, fails, hangs or prints
     more than 16 MiB) or the dump holds no variable; the caller then runs commands in
     ``base``. Once the end marker arrived (and the shell exited), or on any failure, the
-    probe's whole process group gets SIGTERM and, a second later, SIGKILL — the shell
-    and anything its profile left running in the group — and the shell is reaped, so
-    the probe leaves no process behind. (A profile
+    probe's whole process group gets SIGTERM and, once nothing in it runs any more or a
+    second later, SIGKILL — the shell and anything its profile left running in the
+    group — and the shell is reaped, so the probe leaves no process behind. (A profile
     job that made itself a new session escapes the group; that is a daemon by intent.)
     """
     nonce = uuid.uuid4().hex
@@ -315,6 +362,10 @@ async def resolve_login_environment(
             _signal_group(process.pid, signal.SIGTERM)
             with trio.move_on_after(_PROBE_GRACE):
                 await process.wait()
+                # The leftovers get the grace too, not only the shell: SIGKILL right
+                # after the shell died would cut short their exit handlers (the lock
+                # file of pyenv's rehash stayed, and every later login shell waited).
+                await _group_ended(process.pid)
             _signal_group(process.pid, signal.SIGKILL)
             await process.wait()
             if process.stdout is not None:

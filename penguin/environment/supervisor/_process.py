@@ -152,15 +152,25 @@ def _claim_controlling_terminal() -> None:  # pragma: no cover - runs in the chi
 
 
 async def spawn_process(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], tty: bool
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    tty: bool,
+    executable: str | None = None,
 ) -> SpawnedProcess:
-    """Start ``argv`` in a new session; raise ``OSError`` when it cannot start."""
+    """Start ``argv`` in a new session; raise ``OSError`` when it cannot start.
+
+    ``executable`` is the file run when ``argv[0]`` is only the name the program is
+    given (``None``: ``argv[0]`` is the file).
+    """
     if tty:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", _TTY_ROWS, _TTY_COLUMNS, 0, 0))
         try:
             process = await trio.lowlevel.open_process(
                 list(argv),
+                executable=executable,
                 cwd=cwd,
                 env=dict(env),
                 stdin=slave,
@@ -191,6 +201,7 @@ async def spawn_process(
     try:
         process = await trio.lowlevel.open_process(
             list(argv),
+            executable=executable,
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.PIPE,

@@ -4,7 +4,11 @@ The command starts in the foreground and its output streams as it arrives. If it
 still running when its window (``yield_time_ms``) ends, it moves to the background:
 it is registered under a ``process_id`` and the call returns; ``input_command`` and
 ``kill_command`` drive it later. With ``run_in_background: true`` it is registered at
-once and its completion arrives later as a harness message (3.13).
+once, before its process exists, and its completion arrives later as a harness message
+(3.13) — a command that cannot be started included (``spawn error: …``).
+
+The Environment's one-time login environment is waited for outside the call's
+timeout (``ctx.untimed``); the window starts once the process runs.
 
 Beyond the reference, ``tty: true`` runs the command on a pseudo-terminal that is its
 controlling terminal, for programs that need one (a REPL, password prompts).
@@ -70,13 +74,12 @@ class ExecCommandTool(CommandTool):
             args.get("yield_time_ms"), DEFAULT_YIELD_MS, ctx.definition.timeout_ms
         )
         await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call starts nothing
-        try:
-            session = await commands.spawn(cmd, cwd, tty=tty)
-        except SpawnError as exc:
-            return await fail(ctx, f"[spawn error: {exc}]")
         if background:
-            process_id = commands.register(session)
-            commands.arm_report(session, report_label(cmd))
+            try:
+                session = commands.launch(cmd, cwd, label=report_label(cmd), tty=tty)
+            except SpawnError as exc:  # the supervisor is closed
+                return await fail(ctx, f"[spawn error: {exc}]")
+            process_id = session.process_id
             return ToolResult(
                 note=(
                     f"[command running in background with process_id {process_id}; "
@@ -84,6 +87,12 @@ class ExecCommandTool(CommandTool):
                     "Use input_command to interact or kill_command to stop it]"
                 )
             )
+        async with ctx.untimed():
+            await commands.login_environment()
+        try:
+            session = await commands.spawn(cmd, cwd, tty=tty)
+        except SpawnError as exc:
+            return await fail(ctx, f"[spawn error: {exc}]")
         try:
             exited = await commands.collect(session, window / 1000, ctx.emit)
         except BaseException:

@@ -250,6 +250,7 @@ class ScanResult:
 
     ``lines`` is the total line count when ``capped`` is false, else the number of
     complete lines seen before the cap. ``window`` holds at most ``max_rows`` lines.
+    ``partial`` is whether the cap fell inside a line (some of its bytes were read).
     """
 
     window: tuple[WindowLine, ...]
@@ -257,6 +258,12 @@ class ScanResult:
     capped: bool
     binary: bool
     crlf: bool
+    partial: bool = False
+
+    @property
+    def scanned(self) -> int:
+        """How many lines the scan reached: the complete ones, and the one it was in."""
+        return self.lines + self.partial
 
 
 def _skip_newlines(buf: bytes, pos: int, wanted: int) -> tuple[int, int]:
@@ -373,7 +380,9 @@ def scan_lines(
     while True:
         wanted = min(chunk_size, cap - total)
         if wanted <= 0:
-            return ScanResult(tuple(scanner.window), scanner.line_no - 1, True, False, crlf)
+            partial = scanner.current_len > 0
+            lines = scanner.line_no - 1
+            return ScanResult(tuple(scanner.window), lines, True, False, crlf, partial)
         checkpoint()
         buf = read(wanted)
         if not buf:
@@ -405,7 +414,7 @@ def render_window(
         last = js_number_text(offset + limit - 1)
         return Outcome(
             f'Stopped after scanning 8 MB of "{file_path}" without reaching the requested '
-            f"window (scanned {plural(scan.lines, 'line')}). The offset is too deep or the "
+            f"window (scanned {plural(scan.scanned, 'line')}). The offset is too deep or the "
             "file has extremely long lines — use shell commands (e.g. sed -n "
             f"'{js_number_text(offset)},{last}p') for this file.",
             failed=True,

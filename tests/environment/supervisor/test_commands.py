@@ -405,3 +405,50 @@ async def test_4_14_probe_at_most_every_five_seconds_and_an_empty_result_clears(
         finally:
             await commands.aclose()
             nursery.cancel_scope.cancel()
+
+
+# ---------------------------------------------------------------------------- issue 9, items 5-6
+
+
+async def test_9_5_a_signal_before_the_process_exists_is_sent_when_it_does(
+    supervisor: CommandSupervisor, workspace: Path, hermetic_home: Path
+) -> None:
+    (hermetic_home / ".bash_profile").write_text("sleep 0.5\n")  # the probe takes 0.5 s
+    session = supervisor.launch("sleep 30", workspace, label="sleep 30")
+    assert supervisor.get(session.process_id) is session  # registered at once
+    assert [c.pid for c in supervisor.list()] == [None]  # with no process yet
+    supervisor.interrupt(session)  # Ctrl-C while the command waits for its process
+    with trio.fail_after(10):
+        await session.exited.wait()
+    assert session.started  # it was started, then got the signal it was owed
+    assert session.exit_status == ExitStatus(signal_name="SIGINT")
+    with trio.fail_after(5):
+        report = await supervisor.reports.receive()
+    assert (report.status, report.detail) == ("failed", "terminated by signal SIGINT")
+    supervisor.interrupt(session)  # exited: nothing left to signal, and no error
+
+
+async def test_9_6_a_launch_removed_before_its_process_exists_starts_nothing(
+    supervisor: CommandSupervisor, workspace: Path, hermetic_home: Path
+) -> None:
+    (hermetic_home / ".bash_profile").write_text("sleep 0.5\n")
+    session = supervisor.launch("touch started", workspace, label="touch started")
+    with trio.fail_after(5):
+        await supervisor.remove(session)
+    assert not session.started
+    assert listed(supervisor) == []
+    waiting = supervisor.launch("touch later", workspace, label="touch later")
+    with trio.fail_after(10):
+        report = await supervisor.reports.receive()  # the probe is over: this one ran
+    assert (report.id, report.status) == (waiting.process_id, "completed")
+    assert not (workspace / "started").exists()
+    assert (workspace / "later").exists()
+
+
+async def test_9_6_launch_after_close_is_refused(workspace: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        await commands.aclose()
+        with pytest.raises(SupervisorClosedError):
+            commands.launch("true", workspace, label="true")
+        nursery.cancel_scope.cancel()

@@ -195,18 +195,21 @@ def test_4_7_blank_penguin_shell_means_default(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     shell = resolve_shell({"PENGUIN_SHELL": "   ", "PATH": f"{tmp_path}{os.pathsep}/usr/bin"})
-    assert shell == Shell(argv=(str(fake), "-c"), login_resolved=True)
+    assert shell == Shell(argv=("bash", "--norc", "-c"), login_resolved=True, executable=str(fake))
 
 
 def test_4_7_default_bash_falls_back_to_bin_bash(tmp_path: Path) -> None:
     shell = resolve_shell({"PATH": str(tmp_path)})
-    assert shell == Shell(argv=("/bin/bash", "-c"), login_resolved=True)
+    assert shell == Shell(
+        argv=("bash", "--norc", "-c"), login_resolved=True, executable="/bin/bash"
+    )
 
 
 @needs_bash
 def test_4_7_default_bash_from_host_path() -> None:
     shell = resolve_shell({"PATH": os.environ["PATH"]})
-    assert shell.argv == (BASH, "-c")
+    assert shell.argv == ("bash", "--norc", "-c")  # messages read "bash: line 1: …" (9.6)
+    assert (shell.executable, shell.program) == (BASH, BASH)
     assert shell.login_resolved
 
 
@@ -337,6 +340,42 @@ async def test_4_7_login_environment_kills_profile_background_jobs(tmp_path: Pat
         env = await resolve_login_environment(BASH, base)
     assert env is not None
     assert env["WITH_JOB"] == "1"
+    await wait_until_no_marked_process(mark)
+
+
+LOCK_HOLDER = (
+    # A profile tool that holds a lock file and removes it when it ends (as pyenv's
+    # rehash does), taking a moment to: SIGKILL right after SIGTERM leaves it behind.
+    'bash -c \'echo > "$HOME/lock"; trap "sleep 0.1; rm -f \\"$HOME/lock\\"" EXIT; sleep 100\'\n'
+)
+
+
+@needs_bash
+@pytest.mark.parametrize("end", ["cancelled", "timed out"])
+async def test_9_6_a_probe_ended_early_lets_the_profile_clean_up(tmp_path: Path, end: str) -> None:
+    # The Environment now starts the probe when it opens, so a short-lived one ends it
+    # early (cancelled at close); a timeout ends it the same way.
+    assert BASH is not None
+    base, mark = login_base(tmp_path, LOCK_HOLDER)
+    lock = tmp_path / "lock"
+
+    async def lock_taken() -> None:
+        while not lock.exists():  # noqa: ASYNC110 - a file has no event to wait on
+            await trio.sleep(0.01)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            timeout = 0.5 if end == "timed out" else 10.0
+
+            async def probe() -> None:
+                await resolve_login_environment(BASH, base, timeout=timeout)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(probe)
+            await lock_taken()
+            if end == "cancelled":
+                nursery.cancel_scope.cancel()
+    assert not lock.exists()  # its exit handler ran
     await wait_until_no_marked_process(mark)
 
 

@@ -6,10 +6,13 @@ login shell reads an empty HOME unless a test writes a profile.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ from ..processes import (
     input_command,
     kill_command,
     launch,
+    pid_of,
     process_id_in,
     registered,
     running_note,
@@ -139,8 +143,9 @@ async def test_3_2_4_spawn_error_missing_workdir(env: penguin.Environment) -> No
 
 
 async def test_3_2_4_spawn_error_workdir_is_a_file(env: penguin.Environment) -> None:
+    # In the foreground; a background launch reports it instead (9.6 below).
     (env.workspace_dir / "file").write_text("x")
-    out = await exec_command(env, "echo hi", workdir="file", run_in_background=True)
+    out = await exec_command(env, "echo hi", workdir="file")
     assert out.output == f"[spawn error: Not a directory: {str(env.workspace_dir / 'file')!r}]"
     assert out.stop_reason == "failed"
     assert env.list_background_commands() == []
@@ -237,7 +242,7 @@ async def test_3_2_7_window_end_registers(env: penguin.Environment) -> None:
     assert out.stop_reason == "completed"
     command = registered(env)[process_id]
     assert command.running
-    assert alive(command.pid)  # the process keeps running
+    assert alive(await pid_of(env, process_id))  # the process keeps running
     out = await input_command(env, process_id, "hi\n")
     assert (out.output, out.stop_reason) == ("got hi\n", "completed")
 
@@ -506,3 +511,107 @@ async def test_flood_that_ends_inside_a_foreground_window(env: penguin.Environme
         process_id = process_id_in(out.output)
         assert out.output == head + "\n" + running_note(process_id)
         await kill_command(env, process_id)
+
+
+# ---------------------------------------------------------------------------- issue 9, item 6
+
+
+def slow_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, seconds: float) -> None:
+    """A HOME whose login profile takes ``seconds``: the one-time probe is that slow."""
+    home = tmp_path / "slow-home"
+    home.mkdir()
+    (home / ".bash_profile").write_text(f"sleep {seconds}\nexport PENGUIN_SLOW_LOGIN=1\n")
+    monkeypatch.setenv("HOME", str(home))
+
+
+async def test_9_6_background_launch_with_missing_workdir_reports_spawn_error(
+    env: penguin.Environment,
+) -> None:
+    # Spec 3.2.5 and 3.13.1: registered at once with the background note; the report
+    # then says the command could not be started.
+    missing = env.workspace_dir / "missing"
+    error = f"No such file or directory: {str(missing)!r}"
+    out = await exec_command(env, "echo hi", workdir="missing", run_in_background=True)
+    process_id = process_id_in(out.output)
+    assert (out.output, out.stop_reason) == (background_note(process_id), "completed")
+    with trio.fail_after(10):
+        report = await env.background_reports.receive()
+    assert (report.kind, report.id, report.label) == ("command", process_id, "echo hi")
+    assert (report.status, report.detail, report.output) == ("failed", f"spawn error: {error}", "")
+    assert report.text().endswith(
+        f"Background command failed: `echo hi` (process_id {process_id}) — spawn error: {error}"
+    )
+    [command] = env.list_background_commands()
+    assert (command.process_id, command.running, command.pid) == (process_id, False, None)
+    out = await kill_command(env, process_id)
+    assert out.output == (
+        f"[process {process_id} had already exited (spawn error: {error}); session removed]"
+    )
+    # Asked with input_command instead, the session answers with its exit (3.2.8).
+    out = await exec_command(env, "echo hi", workdir="missing", run_in_background=True)
+    process_id = process_id_in(out.output)
+    out = await input_command(env, process_id, "\u0003")  # nothing to signal: not an error
+    assert (out.output, out.stop_reason) == (f"[spawn error: {error}]", "failed")
+    assert env.list_background_commands() == []
+
+
+async def test_9_6_shell_messages_read_bash_line_1(env: penguin.Environment) -> None:
+    out = await exec_command(env, "no-such-command-9-6")
+    assert out.output == "bash: line 1: no-such-command-9-6: command not found\n\n[exit code: 127]"
+    out = await exec_command(env, 'echo "$0"; echo "$(readlink /proc/$$/exe)"')
+    bash = shutil.which("bash", path=os.environ["PATH"])
+    assert bash is not None
+    resolved = await trio.Path(bash).resolve()
+    assert out.output == f"bash\n{resolved}\n"  # still the bash PATH names
+
+
+async def test_9_6_400ms_timeout_on_the_first_command_of_a_fresh_environment(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The login probe (0.6 s here) is the Environment's, started when it opens: a
+    # first command with a 400 ms timeout waits for it outside its own clock.
+    slow_login(monkeypatch, tmp_path, 0.6)
+    tools = [tool_definition("exec_command", timeout_ms=400)]
+    for _ in range(3):
+        config = penguin.EnvironmentConfig(workspace_dir=workspace, tools=tools)
+        async with penguin.Environment.open(config) as env:
+            started = time.monotonic()
+            out = await exec_command(env, 'echo "hi $PENGUIN_SLOW_LOGIN"')
+            assert (out.output, out.stop_reason) == ("hi 1\n", "completed")
+            assert time.monotonic() - started >= 0.3  # it did wait for the probe
+
+
+async def test_9_6_the_timeout_counts_from_the_end_of_the_login_wait(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow_login(monkeypatch, tmp_path, 0.6)
+    tools = [tool_definition("exec_command", timeout_ms=200)]  # under the 250 ms window
+    async with penguin.Environment.open(
+        penguin.EnvironmentConfig(workspace_dir=workspace, tools=tools)
+    ) as env:
+        out = await exec_command(env, "echo $$; exec sleep 1000")
+        assert out.output.endswith("\n\n[tool timeout: exceeded 200ms]")  # it still fires
+        await wait_gone([int(out.output.split()[0])])
+
+
+async def test_9_6_an_interrupt_ends_the_wait_for_the_login_environment(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow_login(monkeypatch, tmp_path, 3)
+    async with penguin.Environment.open(penguin.EnvironmentConfig(workspace_dir=workspace)) as env:
+        interrupt = trio.Event()
+        args = {"description": "t", "cmd": "touch started"}
+        with trio.fail_after(2):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(partial(call, env, "exec_command", args, interrupt=interrupt))
+                await trio.sleep(0.2)
+                interrupt.set()
+        # A background launch never waits: registered at once, started when ready.
+        out = await exec_command(env, "touch later", run_in_background=True)
+        process_id = process_id_in(out.output)
+        assert registered(env)[process_id].pid is None
+        with trio.fail_after(10):
+            report = await env.background_reports.receive()
+        assert (report.id, report.status) == (process_id, "completed")
+    assert not (workspace / "started").exists()
+    assert (workspace / "later").exists()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,8 @@ from ..processes import (
     input_command,
     kill_command,
     launch,
+    pid_of,
+    process_id_in,
     registered,
     start_in_background,
     still_running_note,
@@ -157,7 +163,7 @@ async def test_3_3_3_a_command_that_never_reads_cannot_block_the_call(
 
 async def test_3_3_5_abort_does_not_kill(env: penguin.Environment) -> None:
     process_id = await start_in_background(env, 'read line; echo "got $line"')
-    pid = registered(env)[process_id].pid
+    pid = await pid_of(env, process_id)
     interrupt = trio.Event()
     request = om.tool_call("input_command", {"description": "t", "process_id": process_id}, "c1")
     outputs = []
@@ -261,3 +267,63 @@ async def test_4_5_output_after_a_poll_window_is_kept_for_the_next_call(
     out = await exec_command(env, "true")  # another call in between changes nothing
     out = await input_command(env, process_id, "two\n")
     assert re.fullmatch("two\n", out.output), out.output
+
+
+# ---------------------------------------------------------------------------- issue 9, item 5
+
+
+@pytest.fixture
+def busy_cores() -> Iterator[int]:
+    """Every core kept busy by a CPU burner while the test runs; always killed after."""
+    burners: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(os.cpu_count() or 1):
+            burners.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL
+                )
+            )
+        yield len(burners)
+    finally:
+        for burner in burners:
+            burner.kill()
+        for burner in burners:
+            burner.wait()
+
+
+@pytest.mark.parametrize("start", ["run_in_background", "window"])
+async def test_9_5_ctrl_c_on_a_fresh_environment_under_load_ends_by_sigint(
+    workspace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    busy_cores: int,
+    start: str,
+) -> None:
+    # The Ctrl-C used to be lost when it reached a command whose shell had not started
+    # the command yet. Both ways to be early, made slow enough to hit every time:
+    # - a login profile that takes 0.3 s: a background launch is registered at once
+    #   and its process only exists after the probe;
+    # - start-up code in the command's own shell: Debian's bash reads ~/.bashrc for
+    #   `bash -c` when SSH_CLIENT is set, and a SIGINT that comes while bash waits for
+    #   a child of it that survives the signal is swallowed (the command then runs).
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bash_profile").write_text("sleep 0.3\n")
+    (home / ".bashrc").write_text("sh -c 'trap \"\" INT; sleep 0.5'\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SSH_CLIENT", "192.0.2.1 50000 22")
+    assert busy_cores >= 1
+    for _ in range(3):
+        config = penguin.EnvironmentConfig(workspace_dir=workspace)
+        async with penguin.Environment.open(config) as env:
+            if start == "window":
+                process_id = await start_in_background(env, "sleep 30")
+            else:
+                out = await exec_command(env, "sleep 30", run_in_background=True)
+                process_id = process_id_in(out.output)
+            began = time.monotonic()
+            out = await input_command(env, process_id, "\u0003", yield_time_ms=5000)
+            elapsed = time.monotonic() - began
+            assert (out.output, out.stop_reason) == ("[terminated by signal SIGINT]", "failed")
+            assert elapsed < 2.5, elapsed  # well within the 5 s window
+            assert env.list_background_commands() == []

@@ -18,6 +18,7 @@ from ..processes import (
     has_exited,
     input_command,
     kill_command,
+    pid_of,
     process_id_in,
     registered,
     session_processes,
@@ -74,7 +75,7 @@ async def test_3_4_2_kill_disarms_report_and_drains(env: penguin.Environment) ->
 
 async def test_3_4_3_running_command_is_killed(env: penguin.Environment) -> None:
     process_id = await start_in_background(env, "sleep 1000")
-    pid = registered(env)[process_id].pid
+    pid = await pid_of(env, process_id)
     out = await kill_command(env, process_id)
     assert (out.output, out.stop_reason) == (killed_note(process_id), "completed")
     assert not alive(pid)  # the call returns once the command is gone

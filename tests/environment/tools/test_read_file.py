@@ -474,6 +474,7 @@ def _reference_scan(data: bytes, first: int, last: int, max_rows: int, cap: int)
     capped = len(data) >= cap
     seen = data[:cap]
     parts = seen.split(b"\n")
+    partial = capped and bool(parts[-1])  # the cap fell inside a line
     if capped or not parts[-1]:
         parts.pop()
     window: list[WindowLine] = []
@@ -484,7 +485,7 @@ def _reference_scan(data: bytes, first: int, last: int, max_rows: int, cap: int)
             if not cut and kept.endswith(b"\r"):
                 kept = kept[:-1]
             window.append(WindowLine(number, kept.decode("utf-8", "replace"), cut))
-    return ScanResult(tuple(window), len(parts), capped, False, b"\r\n" in seen)
+    return ScanResult(tuple(window), len(parts), capped, False, b"\r\n" in seen, partial)
 
 
 @settings(max_examples=300, deadline=None)
@@ -561,15 +562,28 @@ def cap_message(file_path: str, scanned: str, first: int, last: int) -> str:
 async def test_3_5_9_cap_hit_before_window(read_file: Runner, workspace: Path) -> None:
     (workspace / "big.txt").write_bytes((b"w" * 99 + b"\n") * (90 * 1024))
     run = await read_file({"file_path": "big.txt", "offset": 100_000, "limit": 50})
-    assert run.text == cap_message("big.txt", "83886 lines", 100_000, 100_049)
+    # 83886 whole lines and 8 bytes of the next: the line the cap fell in counts (9.6)
+    assert run.text == cap_message("big.txt", "83887 lines", 100_000, 100_049)
     assert run.stop == "failed"
 
 
 async def test_3_5_9_single_8_mib_line_fails(read_file: Runner, workspace: Path) -> None:
     (workspace / "one.txt").write_bytes(b"a" * SCAN_CAP)
     run = await read_file({"file_path": "one.txt"})
-    assert run.text == cap_message("one.txt", "0 lines", 1, 2000)
+    assert run.text == cap_message("one.txt", "1 line", 1, 2000)
     assert run.stop == "failed"
+
+
+async def test_9_6_one_8_mib_line_without_newline_scanned_1_line(
+    read_file: Runner, workspace: Path
+) -> None:
+    # The reference's count: the scan read one line (all of it that fits in 8 MiB).
+    (workspace / "one.txt").write_bytes(b"a" * (SCAN_CAP + 1000))
+    run = await read_file({"file_path": "one.txt"})
+    assert "(scanned 1 line)" in run.text
+    (workspace / "lines.txt").write_bytes(b"a\n" * (SCAN_CAP // 2))  # the cap ends a line
+    run = await read_file({"file_path": "lines.txt", "offset": SCAN_CAP})
+    assert f"(scanned {SCAN_CAP // 2} lines)" in run.text
 
 
 async def test_3_5_9_one_byte_less_succeeds(read_file: Runner, workspace: Path) -> None:
@@ -580,9 +594,15 @@ async def test_3_5_9_one_byte_less_succeeds(read_file: Runner, workspace: Path) 
 
 
 async def test_3_5_9_singular_line(read_file: Runner, workspace: Path) -> None:
-    (workspace / "two.txt").write_bytes(b"a\n" + b"b" * SCAN_CAP)
+    (workspace / "two.txt").write_bytes(b"b" * SCAN_CAP)
     run = await read_file({"file_path": "two.txt", "offset": 2, "limit": 3})
     assert run.text == cap_message("two.txt", "1 line", 2, 4)
+
+
+async def test_3_5_9_a_line_the_cap_cut_counts(read_file: Runner, workspace: Path) -> None:
+    (workspace / "two.txt").write_bytes(b"a\n" + b"b" * SCAN_CAP)
+    run = await read_file({"file_path": "two.txt", "offset": 2, "limit": 3})
+    assert run.text == cap_message("two.txt", "2 lines", 2, 4)
 
 
 # --- 3.5.10 past the end ------------------------------------------------------------------
