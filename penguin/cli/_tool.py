@@ -20,6 +20,7 @@ import trio
 
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
+from penguin.config import default_tools
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
 
 from ._signals import Controls
@@ -102,7 +103,11 @@ async def run_tool(
 ) -> int:
     """Run one call and stream it to ``out``; return the exit code."""
     call = om.tool_call(name, arguments, f"cli-{secrets.token_hex(4)}")
-    config = EnvironmentConfig(workspace_dir=workspace, scratchpad_dir=scratchpad)
+    # Only the tool being called: the others would cost start-up and serve no one (an
+    # Environment with exec_command resolves the login environment as it opens). An
+    # unknown name gets the Environment's own "Unknown tool" answer all the same.
+    entries = [entry for entry in default_tools() if entry.name == name]
+    config = EnvironmentConfig(workspace_dir=workspace, scratchpad_dir=scratchpad, tools=entries)
     final: om.ToolCallOutputPayload | None = None  # stays None after a hard stop
     try:
         with collapse_single():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -126,3 +127,31 @@ def _alive_with_owner(process: psutil.Process, owner: str) -> bool:
         )
     except psutil.Error:
         return False
+
+
+async def test_9_7_a_call_opens_only_its_own_tool(tmp_path: Path) -> None:
+    """Only exec_command pays for the login environment: read_file never runs the probe."""
+    home = tmp_path / "home"
+    home.mkdir()
+    probed = tmp_path / "probed"
+    (home / ".bash_profile").write_text(f"echo x >> {probed}\n")
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("PENGUIN_SHELL", None)
+
+    async def tool(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return await trio.run_process(
+            [sys.executable, "-m", "penguin", "tool", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+    (tmp_path / "notes.txt").write_text("alpha\n")
+    done = await tool("read_file", '{"file_path": "notes.txt"}')
+    assert done.returncode == 0, done.stderr
+    assert not probed.exists()
+    done = await tool("exec_command", '{"description": "d", "cmd": "echo hi"}')
+    assert done.stdout.decode() == "hi\n", done.stderr
+    assert probed.exists()  # the probe read the profile, so the check above could fail
