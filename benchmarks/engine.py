@@ -201,10 +201,14 @@ async def bench(turns: int, repeats: int, workdir: Path) -> None:
         left_to_write.clear()
         # Rounds: every measurement once per round, so a load spike on a shared machine
         # tends to hit a round rather than one kind; each figure is a median of rounds.
+        # Every other round runs in reverse order, so no kind always follows another.
         samples: dict[str, list[Sample]] = {name: [] for name in kinds}
         own: dict[str, list[Sample]] = {"bare": [], "traced": []}
-        for _ in range(repeats):
-            taken = {name: await once() for name, once in kinds.items()}
+        for round_number in range(repeats):
+            order = list(kinds.items())
+            if round_number % 2:
+                order.reverse()
+            taken = {name: await once() for name, once in order}
             for name, sample in taken.items():
                 samples[name].append(sample)
             for name, values in own.items():
