@@ -1,12 +1,23 @@
-"""Trace recording off the hot path: one background task writes, in submission order.
+"""Trace recording off the hot path: one background task writes, in submission order, when idle.
 
-The engine hands every message to :meth:`TraceRecorder.record` (a plain call that
-never blocks and never raises) and goes on streaming; one task drains the queue into
-the :class:`~penguin.trace.TraceWriter`, which writes each record with one
-``write(2)`` in a worker thread, all the records queued at that moment in one hop.
+The engine hands every message to :meth:`TraceRecorder.record`, a plain call that never
+blocks and never raises: it appends to a queue and, if the writing task is asleep,
+wakes it. That task waits until the Trio loop has nothing else to run, then hands the
+records queued so far to the :class:`~penguin.trace.TraceWriter` in bursts (at most
+:data:`_BURST` records each): the burst is encoded on the loop and written in one
+worker-thread hop, one descriptor for the burst and one ``write(2)`` per record.
+
+Why it waits for an idle loop: a worker thread that needs the GIL while the loop is
+busy costs the loop far more than the writing itself (every system call in the
+thread is a GIL hand-over, and every ``epoll_wait`` of the loop a chance for the
+thread to take the GIL back), and encoding is the loop's own work. A session waits for
+its model most of the time, so records normally land within a few milliseconds; on a
+loop that never goes idle a record waits at most :data:`_IDLE_BOUND` seconds, after
+which the recorder writes without waiting until it has caught up.
+
 Order is kept because the queue is FIFO and the one task writes sequentially;
-rotations travel through the same queue, so a record submitted after a rotation
-lands in the new file.
+rotations travel through the same queue, so a record submitted after a rotation lands
+in the new file. :meth:`TraceRecorder.flush` does not wait for idleness.
 
 Leaving :meth:`TraceRecorder.open` writes everything still queued (shielded, with a
 generous bound), so a run that ends — even by cancellation — leaves a complete
@@ -16,7 +27,7 @@ they never reach the engine.
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -32,29 +43,55 @@ __all__ = ["TraceRecorder"]
 _FLUSH_BOUND: Final = 30.0
 """How long closing may take to write what is still queued."""
 
+_IDLE_BOUND: Final = 1.0
+"""How long queued records wait for an idle loop before they are written anyway (s)."""
+
+_BURST: Final = 64
+"""Records per worker-thread hop: bounds how long encoding one burst holds the loop."""
+
 _Item = om.OmniMessage[om.Payload] | trio.Event | None
 """A message to write, an event to set once everything before it is written, or a rotation."""
 
 
-class TraceRecorder:
-    """Writes recordable messages to one trace writer from a background task."""
+async def _idle() -> None:
+    """Return once no task of this Trio run is runnable (the loop would sleep)."""
+    # trio.testing is not imported by ``import trio``; importing it here keeps it out
+    # of import time. wait_all_tasks_blocked is the run loop's own idle hook.
+    import trio.testing
 
-    def __init__(self, writer: TraceWriter, send: trio.MemorySendChannel[_Item]) -> None:
+    await trio.testing.wait_all_tasks_blocked()
+
+
+class TraceRecorder:
+    """Writes recordable messages to one trace writer from a background task.
+
+    Make one with :meth:`open`; :meth:`record`, :meth:`rotate` and :meth:`flush` are
+    for tasks of the same Trio run.
+    """
+
+    __slots__ = ("_closed", "_hurry", "_idle_wait", "_parked", "_queue", "_since", "writer")
+
+    def __init__(self, writer: TraceWriter) -> None:
         self.writer = writer
-        self._send = send
+        self._queue: deque[_Item] = deque()
+        self._closed = False
+        self._parked: trio.Event | None = None  # set to wake the task sleeping on an empty queue
+        self._hurry = 0  # flushes queued: write without waiting for an idle loop
+        self._idle_wait: trio.CancelScope | None = None
+        self._since = 0.0  # when the queue last became non-empty
 
     @classmethod
     @asynccontextmanager
     async def open(cls, writer: TraceWriter) -> AsyncIterator[TraceRecorder]:
         """Start the writing task; leaving the block writes what is queued, then stops."""
-        send, receive = trio.open_memory_channel[_Item](math.inf)
+        recorder = cls(writer)
         async with trio.open_nursery() as nursery:
-            recorder = cls(writer, send)
-            drain_scope: trio.CancelScope = await nursery.start(recorder._drain, receive)
+            drain_scope: trio.CancelScope = await nursery.start(recorder._drain)
             try:
                 yield recorder
             finally:
-                send.close()
+                recorder._closed = True
+                recorder._wake(hurry=True)
                 # The drain is shielded from the owner's cancellation; only this bound
                 # ends it early, should the disk stop answering.
                 drain_scope.deadline = trio.current_time() + _FLUSH_BOUND
@@ -62,56 +99,74 @@ class TraceRecorder:
     def record(self, message: om.OmniMessage[om.Payload]) -> None:
         """Queue ``message`` if it is recordable (partials and child messages are not)."""
         if is_recordable(message):
-            self._queue(message)
+            self._put(message)
 
     def rotate(self) -> None:
         """Queue a rotation: later records go to the next file."""
-        self._queue(None)
+        self._put(None)
 
-    def _queue(self, item: _Item) -> None:
-        try:
-            self._send.send_nowait(item)
-        except trio.ClosedResourceError:
+    def _put(self, item: _Item) -> bool:
+        if self._closed:
             what = "rotate" if item is None else "write"
             _logger.warning("[trace] %s failed: the trace recorder is closed", what)
+            return False
+        if not self._queue:
+            self._since = trio.current_time()
+        self._queue.append(item)
+        self._wake(hurry=False)
+        return True
+
+    def _wake(self, *, hurry: bool) -> None:
+        if self._parked is not None:
+            self._parked.set()
+            self._parked = None
+        if hurry and self._idle_wait is not None:
+            self._idle_wait.cancel()
 
     async def flush(self) -> None:
-        """Wait until everything queued so far is written."""
-        written = trio.Event()
-        try:
-            self._send.send_nowait(written)
-        except trio.ClosedResourceError:
+        """Wait until everything queued so far is written (without waiting for idleness)."""
+        if self._closed:
             await trio.lowlevel.checkpoint()  # closed: everything was written on the way out
             return
+        written = trio.Event()
+        self._hurry += 1
+        self._put(written)
+        self._wake(hurry=True)
         await written.wait()
 
-    async def _drain(
-        self,
-        receive: trio.MemoryReceiveChannel[_Item],
-        *,
-        task_status: trio.TaskStatus[trio.CancelScope],
-    ) -> None:
-        with trio.CancelScope(shield=True) as scope, receive:
+    async def _drain(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope(shield=True) as scope:
             task_status.started(scope)
-            burst: list[om.OmniMessage[om.Payload]] = []
-            async for item in receive:
-                # Take every message already queued behind this one: they share one
-                # worker-thread hop (each is still its own write). Markers end a burst.
-                while True:
-                    if item is None or isinstance(item, trio.Event):
-                        if burst:
-                            await self.writer.record_many(burst)
-                            burst = []
-                        if item is None:
-                            await self.writer.try_rotate()
-                        else:
-                            item.set()
-                    else:
-                        burst.append(item)
-                    try:
-                        item = receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+            while True:
+                if not self._queue:
+                    if self._closed:
+                        return
+                    self._parked = parked = trio.Event()
+                    await parked.wait()
+                    continue
+                if not (self._closed or self._hurry):
+                    with trio.CancelScope(deadline=self._since + _IDLE_BOUND) as wait:
+                        self._idle_wait = wait
+                        await _idle()
+                    self._idle_wait = None
+                await self._write_burst()
+
+    async def _write_burst(self) -> None:
+        """Write up to :data:`_BURST` queued records, handling the markers among them."""
+        burst: list[om.OmniMessage[om.Payload]] = []
+        queue = self._queue
+        while queue and len(burst) < _BURST:
+            item = queue.popleft()
+            if item is None or isinstance(item, trio.Event):
                 if burst:
                     await self.writer.record_many(burst)
                     burst = []
+                if item is None:
+                    await self.writer.try_rotate()
+                else:
+                    self._hurry -= 1
+                    item.set()
+            else:
+                burst.append(item)
+        if burst:
+            await self.writer.record_many(burst)

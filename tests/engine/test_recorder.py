@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from penguin import protocol as om
 from penguin.engine import TraceRecorder
+from penguin.engine._recorder import _IDLE_BOUND
 from penguin.trace import TraceWriter, read_trace
 
 from .support import SESSION_ID, kind
@@ -63,3 +67,80 @@ async def test_a_closed_recorder_logs_instead_of_raising(
         "[trace] rotate failed: the trace recorder is closed",
     ]
     assert not writer.path.exists()
+
+
+class Spinner:
+    """Keeps the Trio loop busy (always runnable) until told to stop or a real-time bound."""
+
+    def __init__(self) -> None:
+        self.stop = False
+        self.spins = 0
+        self.gave_up = False
+
+    async def spin(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        give_up_at = time.monotonic() + 20  # real time: under MockClock trio time stands still
+        while not self.stop:
+            self.spins += 1
+            if time.monotonic() > give_up_at:
+                self.gave_up = True
+                return
+            await trio.lowlevel.checkpoint()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Checkpoint (the loop stays busy) until ``condition`` holds; fail after 20 s."""
+        give_up_at = time.monotonic() + 20
+        while not condition():
+            assert time.monotonic() < give_up_at, "the condition never held"
+            await trio.lowlevel.checkpoint()
+
+
+def _lines(path: Path) -> int:
+    return len(read_trace(path)) if path.exists() else 0
+
+
+async def test_7_4_records_land_without_a_flush_once_the_loop_is_idle(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, SESSION_ID)
+    async with TraceRecorder.open(writer) as recorder:
+        for n in range(100):  # more than one burst
+            recorder.record(om.user_text(str(n)))
+        with trio.fail_after(20):
+            # The file is the state; no event says it changed. Sleeping idles the loop.
+            while _lines(writer.path) < 100:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        assert [kind(m) for m in read_trace(writer.path)] == ["text"] * 100
+
+
+async def test_7_4_a_busy_loop_delays_records_at_most_the_idle_bound(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    writer = TraceWriter(tmp_path, SESSION_ID)
+    spinner = Spinner()
+    async with TraceRecorder.open(writer) as recorder, trio.open_nursery() as nursery:
+        await nursery.start(spinner.spin)
+        recorder.record(om.user_text("queued while busy"))
+        start = spinner.spins
+        await spinner.until(lambda: spinner.spins > start + 2000)
+        assert not writer.path.exists()  # never idle, bound not reached: not written yet
+
+        mock_clock.jump(_IDLE_BOUND)  # the record has now waited the whole bound
+        await spinner.until(lambda: _lines(writer.path) == 1)
+        assert not spinner.gave_up  # written while the loop was still busy
+        spinner.stop = True
+
+
+async def test_7_4_flush_does_not_wait_for_an_idle_loop(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    writer = TraceWriter(tmp_path, SESSION_ID)
+    spinner = Spinner()
+    async with TraceRecorder.open(writer) as recorder, trio.open_nursery() as nursery:
+        await nursery.start(spinner.spin)
+        recorder.record(om.user_text("one"))
+        recorder.rotate()
+        recorder.record(om.user_text("two"))
+        await recorder.flush()
+        assert not spinner.gave_up  # the loop stayed busy all along
+        assert _lines(writer.path) == 1
+        assert writer.path.name.endswith("_002.jsonl")
+        spinner.stop = True

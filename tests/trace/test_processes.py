@@ -90,6 +90,47 @@ trio.run(main)
 """
 
 
+# The same three records as one burst (the trace recorder's path), then one more burst.
+BURST_SIZES_CHILD = """
+import sys
+import trio
+from penguin import protocol as om
+from penguin.trace import TraceWriter
+
+async def main() -> None:
+    writer = TraceWriter(sys.argv[1], sys.argv[2], date_dir=sys.argv[3])
+    await writer.record_many([om.user_text("z" * size) for size in (10, 100_000, 4_000_000)])
+    await writer.record_many([om.user_text("last")])
+    print(writer.path, flush=True)
+
+trio.run(main)
+"""
+
+# A burst whose second record crosses RLIMIT_FSIZE: it is cut short, then fails with EFBIG,
+# and so does the third (the file is at the limit); the limit lifted, the next burst heals.
+BURST_FILE_SIZE_LIMIT_CHILD = """
+import os
+import resource
+import sys
+import trio
+from penguin import protocol as om
+from penguin.trace import TraceWriter
+
+async def main() -> None:
+    traces_dir, session_id, date_dir, room = sys.argv[1:5]
+    writer = TraceWriter(traces_dir, session_id, date_dir=date_dir)
+    await writer.record_many([om.user_text("first")])
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(writer.path) + int(room), hard))
+    big, small = om.user_text("second " + "y" * 10_000), om.user_text("third")
+    print("landed", await writer.record_many([big, small]), flush=True)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    print("landed", await writer.record_many([om.user_text("fourth")]), flush=True)
+
+trio.run(main)
+"""
+
+
 def script(tmp_path: Path, source: str) -> Path:
     path = tmp_path / "child.py"
     path.write_text(source)
@@ -199,6 +240,32 @@ async def test_7_4_failure_after_some_bytes_heals_the_next_record(
     assert caplog.messages == [f"[trace] skipped 1 malformed line(s) [2] in {path}"]
 
 
+async def test_7_4_failures_inside_a_burst_fail_their_own_records_and_heal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = tmp_path / "traces"
+    child = script(tmp_path, BURST_FILE_SIZE_LIMIT_CHILD)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, str(child), str(traces), "s", "d", "100"],
+            capture_stdout=True,
+            capture_stderr=True,
+        )
+    assert done.stdout.decode().split("\n") == ["landed 0", "landed 1", ""]
+    failures = [line for line in done.stderr.decode().splitlines() if "[trace]" in line]
+    assert len(failures) == 2, done.stderr  # one line per failed record
+    assert all(f"[trace] write failed: [Errno {errno.EFBIG}]" in line for line in failures)
+
+    path = traces / "d" / "s_001.jsonl"
+    first, cut, fourth, end = path.read_bytes().split(b"\n")
+    assert om.loads(first).payload == om.user_text("first").payload
+    assert len(cut) == 100  # exactly what the limit let through
+    assert om.loads(fourth).payload == om.user_text("fourth").payload
+    assert end == b""
+    with caplog.at_level(logging.WARNING, logger="penguin"):
+        assert texts(read_trace(path)) == ["first", "fourth"]
+
+
 def _strace_works() -> bool:
     strace = shutil.which("strace")
     if strace is None:
@@ -242,3 +309,40 @@ async def test_7_3_one_write_syscall_per_record(tmp_path: Path) -> None:
     assert [len(r) for r in records] == [
         len(record_bytes(om.user_text("z" * n))) - 1 for n in (10, 100_000, 4_000_000)
     ]
+
+
+@pytest.mark.skipif(not _strace_works(), reason="needs a working strace (ptrace allowed)")
+async def test_7_3_a_burst_is_one_open_and_one_write_per_record(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    log = tmp_path / "strace.log"
+    child = script(tmp_path, BURST_SIZES_CHILD)
+    strace = shutil.which("strace")
+    assert strace is not None
+    with trio.fail_after(60):
+        await trio.run_process(
+            [
+                strace,
+                "-f",
+                "-qq",
+                "-e",
+                "trace=openat,open,write,writev,pwrite64,pwritev,close",
+                "-y",
+                "-o",
+                str(log),
+                sys.executable,
+                str(child),
+                str(traces),
+                "s",
+                "d",
+            ],
+            capture_stdout=True,
+        )
+    path = traces / "d" / "s_001.jsonl"
+    entries = log.read_text().splitlines()
+    appends = [e for e in entries if f'"{path}"' in e and "O_APPEND" in e]
+    assert len(appends) == 2, appends  # one descriptor per burst
+    writes = [e for e in entries if f"<{path}>" in e and "write" in e.split("(", 1)[0]]
+    sizes = [int(entry.rsplit("= ", 1)[1]) for entry in writes]
+    records = path.read_bytes().split(b"\n")[:-1]
+    assert sizes == [len(r) + 1 for r in records]
+    assert len(records) == 4

@@ -415,6 +415,66 @@ async def test_7_4_failed_probe_is_retried_by_the_next_append(tmp_path: Path) ->
     assert writer.path.read_bytes() == b'{"torn\n' + record_bytes(message)
 
 
+# ---- 7.3/7.4 for a burst: record_many, the trace recorder's path ---------------------------
+
+
+def _open_paths() -> set[str]:
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+async def test_7_3_a_burst_lands_in_order_and_closes_its_descriptor(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "s")
+    first = [om.user_text(f"a{n}") for n in range(5)]
+    assert await writer.record_many([*first, om.partial_text("delta", "skipped")]) == 5
+    assert str(writer.path) not in _open_paths()
+    with writer.path.open("ab") as outside:  # someone else appends between two bursts
+        outside.write(record_bytes(om.user_text("outside")))
+    assert await writer.record_many([om.user_text("b0"), om.user_text("b1")]) == 2
+
+    records = read_trace(writer.path)
+    assert texts(records) == ["a0", "a1", "a2", "a3", "a4", "outside", "b0", "b1"]
+    assert writer.path.read_bytes() == b"".join(record_bytes(m) for m in records)
+    assert str(writer.path) not in _open_paths()
+
+
+async def test_7_4_a_record_that_fails_in_a_burst_fails_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = TraceWriter(tmp_path, "s", date_dir="d")
+    bad = om.assistant_text("x", fidelity={"v": float("nan")})
+    with caplog.at_level(logging.WARNING, logger="penguin"):
+        landed = await writer.record_many([om.user_text("a"), bad, om.user_text("b")])
+    assert landed == 2
+    assert caplog.messages == [
+        "[trace] write failed: Out of range float values are not JSON compliant"
+    ]
+    assert texts(read_trace(writer.path)) == ["a", "b"]
+
+
+async def test_7_4_a_file_that_cannot_be_opened_fails_each_record_of_the_burst(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = TraceWriter(tmp_path, "s", date_dir="d")
+    writer.path.mkdir(parents=True)  # the trace file cannot be a file
+    with caplog.at_level(logging.WARNING, logger="penguin"):
+        assert await writer.record_many([om.user_text("a"), om.user_text("b")]) == 0
+    assert len(caplog.messages) == 2
+    assert all(
+        m.startswith("[trace] write failed: [Errno 21] Is a directory") for m in caplog.messages
+    )
+
+    writer.path.rmdir()
+    assert await writer.record_many([om.user_text("c")]) == 1  # the next burst opens again
+    assert texts(read_trace(writer.path)) == ["c"]
+
+
 # ---- 7.5: rotation and the engine's safe calls -------------------------------------------
 
 
