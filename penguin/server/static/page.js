@@ -1,0 +1,1125 @@
+// The page of `penguin server` (spec S8): the sessions of the project's agents, a form to
+// create one, the live conversation of the selected session (its history from
+// /messages, then its SSE stream), the composer, Allow/Deny on pending calls, the
+// approval-mode selector and Abort.
+//
+// One ES module, no dependencies. Everything that came from a model, a tool or a file is
+// put in the page with textContent (or a Text node), never parsed as HTML. The page is
+// served under `default-src 'self'`, so it has no inline script or style.
+
+const POLL_MS = 2500;
+const REOPEN_MS = 3000;
+const COLLAPSED_LINES = 4;
+const COLLAPSED_CHARS = 600;
+
+const MODE_HELP = {
+  "allow-all": "run every call",
+  "read-only": "ask before anything that writes",
+  "always-ask": "ask before every call",
+  "deny-all": "refuse every call",
+};
+
+const MAIN_ARGUMENT = ["cmd", "file_path", "source", "prompt", "chars", "process_id", "session_id"];
+
+// ------------------------------------------------------------------ small helpers
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: {}, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, "offline", "The server does not answer; is penguin server still running?");
+  }
+  if (response.status === 204) return null;
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = data && data.error ? data.error : {};
+    if (response.status === 401) signedOut();
+    throw new ApiError(response.status, error.code || "http_" + response.status,
+      error.message || `The server answered ${response.status}.`);
+  }
+  return data;
+}
+
+let toastTimer = 0;
+function toast(message, kind = "error") {
+  const node = $("toast");
+  node.textContent = message;
+  node.className = "toast " + kind;
+  node.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { node.hidden = true; }, 6000);
+}
+
+function report(error) {
+  toast(error instanceof Error ? error.message : String(error));
+}
+
+let signedOutShown = false;
+function signedOut() {
+  if (signedOutShown) return;
+  signedOutShown = true;
+  const node = $("toast");
+  node.textContent = "The server does not accept this page's sign-in any more (it was restarted " +
+    "with a new token?). Open the URL penguin server printed.";
+  node.className = "toast error sticky";
+  node.hidden = false;
+  clearTimeout(toastTimer);
+}
+
+function parseArguments(text) {
+  try {
+    const value = JSON.parse(text);
+    return value && typeof value === "object" && !Array.isArray(value) ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+function mainArgument(args) {
+  if (!args) return "";
+  for (const name of MAIN_ARGUMENT) {
+    if (typeof args[name] === "string" && args[name] !== "") return args[name];
+  }
+  for (const [name, value] of Object.entries(args)) {
+    if (name !== "description" && typeof value === "string" && value !== "") return value;
+  }
+  return "";
+}
+
+function firstLine(text) {
+  const line = text.split("\n", 1)[0];
+  return line.length < text.length ? line + " …" : line;
+}
+
+function shortId(id) {
+  return id ? id.slice(-8) : "";
+}
+
+function originKey(origin) {
+  return origin && origin.length ? origin.join("/") : "";
+}
+
+function depthClass(origin) {
+  const depth = origin ? Math.min(origin.length, 3) : 0;
+  return depth ? " depth-" + depth : "";
+}
+
+function relativeTime(iso) {
+  const then = Date.parse(iso);
+  if (Number.isNaN(then)) return "";
+  const seconds = Math.round((Date.now() - then) / 1000);
+  if (seconds < 45) return "just now";
+  if (seconds < 3600) return Math.round(seconds / 60) + " min ago";
+  if (seconds < 86400) return Math.round(seconds / 3600) + " h ago";
+  return new Date(then).toLocaleDateString(undefined, { month: "short", day: "numeric" });
+}
+
+function sessionLabel(info) {
+  if (info.title) return info.title;
+  const created = Date.parse(info.createdAt);
+  const when = Number.isNaN(created) ? "" : new Date(created).toLocaleString(undefined, {
+    month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+  });
+  return `Session ${when || shortId(info.sessionId)}`;
+}
+
+function baseName(path) {
+  if (!path) return "";
+  const trimmed = path.replace(/\/+$/, "");
+  return trimmed.slice(trimmed.lastIndexOf("/") + 1) || trimmed;
+}
+
+// Text from the model, as paragraphs, fenced code blocks and `inline code`: built from
+// nodes whose content is set as text, so nothing in it is ever markup.
+function formatText(container, text) {
+  container.replaceChildren();
+  const parts = text.split(/^```[^\n]*\n?/m);
+  parts.forEach((part, index) => {
+    if (index % 2 === 1) {
+      container.append(el("pre", "code-block", part.replace(/\n$/, "")));
+      return;
+    }
+    for (const paragraph of part.split(/\n{2,}/)) {
+      if (!paragraph.trim()) continue;
+      const p = el("p");
+      const pieces = paragraph.split(/(`[^`\n]+`)/);
+      for (const piece of pieces) {
+        if (piece.length > 2 && piece.startsWith("`") && piece.endsWith("`")) {
+          p.append(el("code", null, piece.slice(1, -1)));
+        } else if (piece) {
+          p.append(document.createTextNode(piece));
+        }
+      }
+      container.append(p);
+    }
+  });
+}
+
+// What a call would change, for the person who approves it: an edit as the lines it
+// removes and adds, a written file's content, a command or prompt of several lines.
+function argumentLines(name, args) {
+  if (!args) return null;
+  const split = (text) => text.replace(/\n$/, "").split("\n");
+  const text = (value) => (typeof value === "string" ? value : "");
+  if (name === "edit_file" && (text(args.old_string) || text(args.new_string))) {
+    return [
+      ...(text(args.old_string) ? split(args.old_string).map((line) => ["del", "- " + line]) : []),
+      ...(text(args.new_string) ? split(args.new_string).map((line) => ["ins", "+ " + line]) : []),
+    ];
+  }
+  if (name === "write_file" && text(args.content)) {
+    return split(args.content).map((line) => ["ins", "+ " + line]);
+  }
+  for (const key of ["cmd", "prompt", "chars"]) {
+    if (text(args[key]).includes("\n")) return split(args[key]).map((line) => ["", line]);
+  }
+  return null;
+}
+
+// Lines shown collapsed to their first `limit`, with a button that shows the rest.
+function collapsible(className, lines, limit) {
+  const box = el("div", "detail " + className);
+  const pre = el("pre", "detail-text");
+  const toggle = el("button", "link output-toggle");
+  toggle.type = "button";
+  let expanded = false;
+  const draw = () => {
+    const shown = expanded ? lines : lines.slice(0, limit);
+    pre.replaceChildren(...shown.map(([kind, line]) => el("span", "line " + kind, line + "\n")));
+    const hidden = lines.length - limit;
+    toggle.hidden = hidden <= 0;
+    toggle.textContent = expanded ? "Show less"
+      : `Show ${hidden} more line${hidden === 1 ? "" : "s"} (${lines.length} in all)`;
+    box.classList.toggle("collapsed", hidden > 0 && !expanded);
+  };
+  toggle.addEventListener("click", () => {
+    expanded = !expanded;
+    draw();
+  });
+  draw();
+  box.append(pre, toggle);
+  return box;
+}
+
+// ------------------------------------------------------------------ the conversation
+
+class Conversation {
+  constructor(root, actions) {
+    this.root = root;
+    this.actions = actions;
+    this.reset();
+  }
+
+  reset() {
+    this.root.replaceChildren();
+    this.calls = new Map();
+    this.streams = new Map();
+    this.lastOrigin = "";
+    this.labelled = new Set();
+  }
+
+  stick() {
+    const scroller = this.root.parentElement;
+    return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+  }
+
+  add(node, origin) {
+    const key = originKey(origin);
+    if (key && !this.labelled.has(key)) {
+      this.labelled.add(key);
+      const label = el("div", "subagent-label" + depthClass(origin));
+      label.append(el("span", "subagent-tag", "subagent"),
+        el("span", "mono", origin[origin.length - 1]));
+      this.root.append(label);
+    }
+    node.className += depthClass(origin);
+    this.root.append(node);
+    return node;
+  }
+
+  note(text, kind, origin) {
+    return this.add(el("div", "note " + (kind || "")), origin).appendChild(el("span", null, text));
+  }
+
+  // One message of the session: from its history or its stream.
+  message(message) {
+    const payload = message.payload || {};
+    const origin = message.origin && message.origin.length ? message.origin : null;
+    if (message.type === "session_meta") return;
+    switch (payload.type) {
+      case "partial_text":
+      case "partial_thinking":
+        this.streamed(payload, origin);
+        return;
+      case "text":
+        if (payload.role === "user") this.userText(payload, origin);
+        else this.completeText("text", payload.text, origin);
+        return;
+      case "thinking":
+        this.completeText("thinking", payload.thinking, origin);
+        return;
+      case "image_url":
+      case "inline_data":
+        this.note(`[${payload.role === "user" ? "image sent" : "image"}]`, "muted", origin);
+        return;
+      case "partial_tool_call":
+        if (payload.event_type === "start") this.call(payload.tool_call_id, payload.name, origin);
+        return;
+      case "tool_call":
+        this.fillCall(payload, origin);
+        return;
+      case "partial_tool_call_output":
+        this.partialOutput(payload, origin);
+        return;
+      case "tool_call_output":
+        this.completeOutput(payload, origin);
+        return;
+      case "approval_decision":
+        this.decision(payload, origin);
+        return;
+      case "abort":
+        this.note(payload.reason ? `Interrupted: ${payload.reason}` : "Interrupted.", "warn", origin);
+        return;
+      case "request_end":
+        if (payload.status !== "completed") this.requestFailed(payload, origin);
+        return;
+      case "compaction_begin":
+        this.note("Compacting the conversation…", "muted", origin);
+        return;
+      case "compaction_end":
+        this.note(payload.status === "completed" ? "Conversation compacted."
+          : `Compaction ${payload.status}${payload.error_message ? ": " + payload.error_message : ""}`,
+        "muted", origin);
+        return;
+      case "subagent":
+        this.note(`Subagent ${payload.session_id} ran here (its messages are in its own trace).`,
+          "muted", origin);
+        return;
+      default:
+        // request_begin, token_usage, tool_list_ready, mcp_*: nothing to show.
+    }
+  }
+
+  userText(payload, origin) {
+    if (payload.sender === "harness") {
+      this.note(payload.text, "muted harness", origin);
+      return;
+    }
+    const node = this.add(el("div", "turn user"), origin);
+    node.append(el("div", "who", origin ? "task" : "You"));
+    const body = el("div", "body");
+    formatText(body, payload.text);
+    node.append(body);
+  }
+
+  textItem(kind, origin) {
+    const node = el("div", kind === "thinking" ? "turn thinking" : "turn assistant");
+    if (kind === "thinking") {
+      const details = el("details");
+      details.append(el("summary", null, "Thinking"));
+      const body = el("div", "body");
+      details.append(body);
+      node.append(details);
+      node.body = body;
+    } else {
+      const body = el("div", "body");
+      node.append(body);
+      node.body = body;
+    }
+    node.live = document.createTextNode("");
+    node.body.append(node.live);
+    this.add(node, origin);
+    return node;
+  }
+
+  streamed(payload, origin) {
+    const kind = payload.type === "partial_text" ? "text" : "thinking";
+    const key = kind + "|" + originKey(origin);
+    let item = this.streams.get(key);
+    if (payload.event_type === "start" || !item || item.closed) {
+      if (payload.event_type === "stop") return;
+      item = this.textItem(kind, origin);
+      item.classList.add("streaming");
+      this.streams.set(key, item);
+    }
+    const piece = kind === "text" ? payload.text : payload.thinking;
+    if (piece) item.live.appendData(piece);
+    if (payload.event_type === "stop") {
+      item.closed = true;
+      item.classList.remove("streaming");
+    }
+  }
+
+  completeText(kind, text, origin) {
+    const key = kind + "|" + originKey(origin);
+    let item = this.streams.get(key);
+    this.streams.delete(key);
+    if (!item) item = this.textItem(kind, origin);
+    item.classList.remove("streaming");
+    formatText(item.body, text || "");
+  }
+
+  // A complete message that the history already showed came again from the stream:
+  // what was streamed for it goes.
+  dropStreamed(message) {
+    const payload = message.payload || {};
+    const kind = payload.type === "text" ? "text" : payload.type === "thinking" ? "thinking" : "";
+    if (!kind) return;
+    const key = kind + "|" + originKey(message.origin);
+    const item = this.streams.get(key);
+    if (item) {
+      item.remove();
+      this.streams.delete(key);
+    }
+  }
+
+  call(id, name, origin) {
+    let call = this.calls.get(id);
+    if (call) return call;
+    const node = el("div", "call running");
+    node.dataset.callId = id;
+    const line = el("div", "call-line");
+    const icon = el("span", "call-icon");
+    icon.setAttribute("aria-hidden", "true");
+    const tool = el("span", "tool", name || "tool");
+    const description = el("span", "description");
+    const argument = el("span", "argument mono");
+    const verdict = el("span", "verdict");
+    const buttons = el("span", "approval-buttons");
+    line.append(icon, tool, description, argument, verdict, buttons);
+    node.append(line);
+    call = {
+      node, line, tool, description, argument, verdict, buttons, detail: null, output: null, done: false,
+    };
+    this.calls.set(id, call);
+    this.add(node, origin);
+    return call;
+  }
+
+  fillCall(payload, origin) {
+    const call = this.call(payload.tool_call_id, payload.name, origin);
+    call.tool.textContent = payload.name;
+    const args = parseArguments(payload.arguments);
+    const description = args && typeof args.description === "string" ? args.description : "";
+    call.description.textContent = description;
+    const main = args ? mainArgument(args) : payload.arguments;
+    call.argument.textContent = firstLine(main || "");
+    call.argument.title = main || "";
+    call.node.classList.add("filled");
+    const detail = argumentLines(payload.name, args);
+    if (detail && !call.detail) {
+      call.detail = collapsible("arguments", detail, COLLAPSED_LINES * 2);
+      call.line.after(call.detail);
+    }
+  }
+
+  outputOf(call) {
+    if (call.output) return call.output;
+    const box = el("div", "output");
+    const pre = el("pre", "output-text");
+    const toggle = el("button", "link output-toggle");
+    toggle.type = "button";
+    toggle.hidden = true;
+    box.append(pre, toggle);
+    call.node.append(box);
+    call.output = { box, pre, toggle, text: "", expanded: false };
+    toggle.addEventListener("click", () => {
+      call.output.expanded = !call.output.expanded;
+      this.drawOutput(call);
+    });
+    return call.output;
+  }
+
+  drawOutput(call) {
+    const out = call.output;
+    const lines = out.text.replace(/\n$/, "").split("\n");
+    const long = lines.length > COLLAPSED_LINES || out.text.length > COLLAPSED_CHARS;
+    if (!long || out.expanded) {
+      out.pre.textContent = out.text.replace(/\n$/, "");
+    } else {
+      let shown = lines.slice(0, COLLAPSED_LINES).join("\n");
+      if (shown.length > COLLAPSED_CHARS) shown = shown.slice(0, COLLAPSED_CHARS) + " …";
+      out.pre.textContent = shown;
+    }
+    out.box.classList.toggle("collapsed", long && !out.expanded);
+    out.toggle.hidden = !long;
+    const hidden = lines.length - COLLAPSED_LINES;
+    out.toggle.textContent = out.expanded ? "Show less"
+      : hidden > 0 ? `Show ${hidden} more line${hidden === 1 ? "" : "s"} (${lines.length} in all)`
+        : "Show all of it";
+    out.box.hidden = out.text === "";
+  }
+
+  partialOutput(payload, origin) {
+    const call = this.call(payload.tool_call_id, "", origin);
+    if (call.done) return;
+    const out = this.outputOf(call);
+    if (payload.output) {
+      out.text += payload.output;
+      this.drawOutput(call);
+    }
+  }
+
+  completeOutput(payload, origin) {
+    const call = this.call(payload.tool_call_id, "", origin);
+    const out = this.outputOf(call);
+    out.text = payload.output || "";
+    if (payload.images && payload.images.length) {
+      out.text += `${out.text ? "\n" : ""}[${payload.images.length} image(s)]`;
+    }
+    this.drawOutput(call);
+    call.done = true;
+    call.node.classList.remove("running");
+    const failed = payload.stop_reason && payload.stop_reason !== "completed";
+    call.node.classList.add(failed ? "failed" : "ok");
+    if (failed) call.node.title = `The call ended: ${payload.stop_reason}`;
+  }
+
+  decision(payload, origin) {
+    const call = this.call(payload.tool_call_id, "", origin);
+    const shown = { allow: "approved", deny: "denied", forbidden: "forbidden" }[payload.decision]
+      || payload.decision;
+    call.verdict.textContent = shown;
+    call.verdict.className = "verdict " + shown;
+    if (payload.policy_rule) call.verdict.title = `forbidden by the rule: ${payload.policy_rule}`;
+    if (payload.decision !== "allow") {
+      call.node.classList.remove("running");
+      call.node.classList.add("refused");
+    }
+    this.setPending(payload.tool_call_id, false);
+  }
+
+  requestFailed(payload, origin) {
+    let text = `The model request ${payload.status}`;
+    if (payload.error_message) text += `: ${payload.error_message}`;
+    if (payload.retry_in_ms) text += ` — retrying in ${Math.round(payload.retry_in_ms / 1000)} s`;
+    this.note(text, payload.retry_in_ms ? "warn" : "error", origin);
+  }
+
+  // Allow / Deny on a call that waits for a person.
+  setPending(id, pending, toolCall, origin) {
+    let call = this.calls.get(id);
+    if (!call && !pending) return;
+    if (!call && toolCall) {
+      this.fillCall(toolCall.payload, origin);
+      call = this.calls.get(id);
+    }
+    call.node.classList.toggle("pending", pending);
+    call.buttons.replaceChildren();
+    if (!pending) return;
+    call.verdict.textContent = "waiting for you";
+    call.verdict.className = "verdict waiting";
+    const allow = el("button", "allow", "Allow");
+    const deny = el("button", "deny", "Deny");
+    allow.type = deny.type = "button";
+    allow.addEventListener("click", () => this.actions.decide(id, "allow", [allow, deny]));
+    deny.addEventListener("click", () => this.actions.decide(id, "deny", [allow, deny]));
+    call.buttons.append(allow, deny);
+  }
+
+  resolved(id, decision) {
+    const call = this.calls.get(id);
+    this.setPending(id, false);
+    if (!call) return;
+    if (call.verdict.classList.contains("waiting")) {
+      call.verdict.textContent = decision === "allow" ? "approved" : "denied";
+      call.verdict.className = "verdict " + call.verdict.textContent;
+    }
+    if (decision !== "allow") {
+      call.node.classList.remove("running");
+      call.node.classList.add("refused");
+    }
+  }
+
+  firstPending() {
+    return this.root.querySelector(".call.pending");
+  }
+}
+
+// ------------------------------------------------------------------ the page
+
+const state = {
+  info: null,
+  project: "",
+  agents: [],
+  models: [],
+  sessions: new Map(),
+  selected: null,
+  pollTimer: 0,
+};
+
+const conversation = new Conversation($("log"), { decide });
+
+function messageSignature(message) {
+  return JSON.stringify([message.timestamp, message.type, message.payload, message.origin || null]);
+}
+
+function isComplete(message) {
+  const type = message.payload && message.payload.type;
+  return message.type !== "session_meta" && !(type && type.startsWith("partial_"));
+}
+
+// The selected session: its stream, what it buffers while history loads, its pending calls.
+class Selected {
+  constructor(info) {
+    this.id = info.sessionId;
+    this.info = info;
+    this.pending = new Map();
+    this.loading = true;
+    this.buffer = [];
+    this.lastEventId = "";
+    this.source = null;
+    this.reopenTimer = 0;
+    this.closed = false;
+    this.opened = false;
+    this.generation = 0;
+  }
+
+  open() {
+    if (this.closed) return;
+    let url = `/api/sessions/${encodeURIComponent(this.id)}/stream`;
+    if (this.lastEventId) url += `?lastEventId=${encodeURIComponent(this.lastEventId)}`;
+    const source = new EventSource(url);
+    this.source = source;
+    setConnection("connecting");
+    source.onopen = () => {
+      setConnection("live");
+      // A connection that comes back without an id to resume from (none was received
+      // yet) cannot get the gap: draw the history again instead.
+      if (this.opened && !this.lastEventId) this.load();
+      this.opened = true;
+    };
+    source.onmessage = (event) => this.receive(event, "message");
+    source.addEventListener("server_event", (event) => this.receive(event, "server_event"));
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (the server refused, or is gone): open a new one later,
+        // carrying the last id ourselves.
+        setConnection("offline");
+        clearTimeout(this.reopenTimer);
+        this.reopenTimer = setTimeout(() => this.reopen(), REOPEN_MS);
+      } else {
+        setConnection("reconnecting");
+      }
+    };
+  }
+
+  async reopen() {
+    try {
+      await api("GET", `/api/sessions/${encodeURIComponent(this.id)}`);
+    } catch (error) {
+      if (error.code === "session_not_found") {
+        toast("This session was deleted.");
+        this.close();
+        return;
+      }
+    }
+    this.open();
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.reopenTimer);
+    if (this.source) this.source.close();
+  }
+
+  receive(event, kind) {
+    if (this.closed) return;
+    if (event.lastEventId) this.lastEventId = event.lastEventId;
+    let data;
+    try {
+      data = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    if (kind === "server_event" && data.type === "resync_required") {
+      this.load();
+      return;
+    }
+    if (this.loading) {
+      this.buffer.push({ kind, data });
+      return;
+    }
+    const stick = conversation.stick();
+    this.apply(kind, data);
+    if (stick) scrollToEnd();
+  }
+
+  apply(kind, data) {
+    if (kind === "message") {
+      conversation.message(data);
+      return;
+    }
+    switch (data.type) {
+      case "task_state":
+        this.info.state = data.state;
+        break;
+      case "approval_request": {
+        const id = data.toolCall.payload.tool_call_id;
+        this.pending.set(id, data);
+        conversation.setPending(id, true, data.toolCall, data.origin);
+        break;
+      }
+      case "approval_resolved":
+        this.pending.delete(data.toolCallId);
+        conversation.resolved(data.toolCallId, data.decision);
+        break;
+      default:
+        return;
+    }
+    this.info.pendingApprovalCount = this.pending.size;
+    drawSelected();
+    drawSessions();
+  }
+
+  // History from the traces, then what the stream sent meanwhile (S8.2).
+  async load() {
+    const generation = ++this.generation;
+    this.loading = true;
+    this.buffer = [];
+    const base = `/api/sessions/${encodeURIComponent(this.id)}`;
+    let history;
+    let approvals;
+    try {
+      [history, approvals] = await Promise.all([api("GET", `${base}/messages`), api("GET", `${base}/approvals`)]);
+    } catch (error) {
+      if (generation === this.generation && !this.closed) {
+        report(error);
+        this.loading = false;
+        this.flush(new Set());
+      }
+      return;
+    }
+    if (generation !== this.generation || this.closed) return;
+    conversation.reset();
+    $("welcome").hidden = true;
+    this.pending.clear();
+    const seen = new Set();
+    for (const message of history.messages) {
+      conversation.message(message);
+      if (isComplete(message)) seen.add(messageSignature(message));
+    }
+    for (const approval of approvals.approvals) {
+      const id = approval.toolCall.payload.tool_call_id;
+      this.pending.set(id, approval);
+      conversation.setPending(id, true, approval.toolCall, approval.origin);
+    }
+    this.loading = false;
+    this.flush(seen);
+    this.info.pendingApprovalCount = this.pending.size;
+    drawSelected();
+    drawSessions();
+    scrollToEnd();
+  }
+
+  flush(seen) {
+    const buffered = this.buffer;
+    this.buffer = [];
+    for (const { kind, data } of buffered) {
+      if (kind === "message" && isComplete(data) && seen.has(messageSignature(data))) {
+        conversation.dropStreamed(data);
+        continue;
+      }
+      this.apply(kind, data);
+    }
+  }
+}
+
+function scrollToEnd() {
+  const scroller = $("conversation");
+  scroller.scrollTop = scroller.scrollHeight;
+}
+
+function setConnection(what) {
+  const node = $("connection");
+  node.className = "connection " + what;
+  node.textContent = { live: "live", connecting: "connecting…", reconnecting: "reconnecting…", offline: "offline" }[what];
+}
+
+async function decide(id, decision, buttons) {
+  const selected = state.selected;
+  if (!selected) return;
+  for (const button of buttons) button.disabled = true;
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(selected.id)}/approvals/${encodeURIComponent(id)}`, { decision });
+  } catch (error) {
+    if (error.code === "approval_not_found") {
+      selected.pending.delete(id);
+      conversation.setPending(id, false);
+      drawSelected();
+      return;
+    }
+    for (const button of buttons) button.disabled = false;
+    report(error);
+  }
+}
+
+// ------------------------------------------------------------------ drawing
+
+function drawSessions() {
+  const list = $("session-list");
+  const sessions = [...state.sessions.values()].sort((a, b) => (a.lastActiveAt < b.lastActiveAt ? 1 : -1));
+  $("session-empty").hidden = sessions.length > 0;
+  const agents = new Set(sessions.map((info) => info.agentId));
+  const items = sessions.map((info) => {
+    const live = state.selected && state.selected.id === info.sessionId ? state.selected.info : info;
+    const item = el("li");
+    const button = el("button", "session-item");
+    button.type = "button";
+    button.dataset.sessionId = info.sessionId;
+    if (state.selected && state.selected.id === info.sessionId) button.setAttribute("aria-current", "true");
+    const top = el("span", "row");
+    top.append(el("span", "name", sessionLabel(live)));
+    if (live.pendingApprovalCount > 0) {
+      const badge = el("span", "badge pending-count", String(live.pendingApprovalCount));
+      badge.title = `${live.pendingApprovalCount} call(s) wait for approval`;
+      top.append(badge);
+    }
+    top.append(stateBadge(live.state));
+    const bottom = el("span", "row sub");
+    const bits = [];
+    if (agents.size > 1 || live.agentId !== (state.info && state.info.agentId)) bits.push(live.agentId);
+    bits.push(baseName(live.workspace), live.approvalMode);
+    bottom.append(el("span", "where", bits.filter(Boolean).join(" · ")),
+      el("span", "when", relativeTime(live.lastActiveAt)));
+    button.append(top, bottom);
+    button.addEventListener("click", () => select(info.sessionId));
+    item.append(button);
+    return item;
+  });
+  list.replaceChildren(...items);
+  const waiting = sessions.reduce((sum, info) => {
+    const live = state.selected && state.selected.id === info.sessionId ? state.selected.info : info;
+    return sum + (live.pendingApprovalCount || 0);
+  }, 0);
+  const toggle = $("sidebar-toggle");
+  toggle.replaceChildren(document.createTextNode("Sessions"));
+  if (waiting) toggle.append(el("span", "badge pending-count", String(waiting)));
+}
+
+function stateBadge(value) {
+  const badge = el("span", "badge state " + value);
+  if (value === "running") badge.append(el("span", "spinner"));
+  badge.append(document.createTextNode(value));
+  return badge;
+}
+
+function drawSelected() {
+  const selected = state.selected;
+  const has = Boolean(selected);
+  $("session-controls").hidden = !has;
+  $("composer").hidden = !has;
+  if (!has) {
+    $("session-title").textContent = "No session selected";
+    $("session-meta").textContent = "";
+    $("pending-bar").hidden = true;
+    return;
+  }
+  const info = selected.info;
+  $("session-title").textContent = sessionLabel(info);
+  $("session-title").title = info.sessionId;
+  const meta = [info.workspace, `${info.provider}/${info.modelId}`, info.agentId].filter(Boolean).join("  ·  ");
+  $("session-meta").textContent = meta;
+  $("session-meta").title = meta;
+  const badge = stateBadge(info.state);
+  badge.id = "state-badge";
+  $("state-badge").replaceWith(badge);
+  const mode = $("mode-select");
+  if (document.activeElement !== mode) mode.value = info.approvalMode;
+  const running = info.state === "running";
+  $("abort-button").hidden = !running;
+  $("composer-send").textContent = running ? "Steer" : "Send";
+  $("composer-input").placeholder = running
+    ? "Steer the running task (delivered between its turns)…"
+    : "Give the agent a task…";
+  const count = selected.pending.size;
+  $("pending-bar").hidden = count === 0;
+  $("pending-text").textContent = count === 1
+    ? "1 call is waiting for your approval."
+    : `${count} calls are waiting for your approval.`;
+  document.title = (count ? `(${count}) ` : "") + `${sessionLabel(info)} — penguin`;
+}
+
+function fillModes(select) {
+  const modes = (state.info && state.info.approvalModes) || Object.keys(MODE_HELP);
+  select.replaceChildren(...modes.map((mode) => {
+    const option = el("option", null, MODE_HELP[mode] ? `${mode} — ${MODE_HELP[mode]}` : mode);
+    option.value = mode;
+    return option;
+  }));
+}
+
+function fillCreateForm() {
+  const agentId = (state.info && state.info.agentId) || "default_agent";
+  const agents = new Set([agentId, ...state.agents]);
+  $("agent-names").replaceChildren(...[...agents].map((name) => {
+    const option = el("option");
+    option.value = name;
+    return option;
+  }));
+  if (!$("create-agent").value) $("create-agent").value = agentId;
+  const model = $("create-model");
+  const options = [];
+  const fallback = state.models.find((entry) => entry.isDefault);
+  const first = el("option", null, fallback
+    ? `project default (${fallback.provider}/${fallback.modelId})`
+    : "project default");
+  first.value = "";
+  options.push(first);
+  for (const entry of state.models) {
+    const option = el("option", null, `${entry.provider}/${entry.modelId}`);
+    option.value = JSON.stringify([entry.provider, entry.modelId]);
+    options.push(option);
+  }
+  model.replaceChildren(...options);
+  fillModes($("create-mode"));
+}
+
+// ------------------------------------------------------------------ actions
+
+async function refreshSessions() {
+  const project = encodeURIComponent(state.project);
+  const agentId = (state.info && state.info.agentId) || "default_agent";
+  let agents;
+  try {
+    agents = (await api("GET", `/api/projects/${project}/agents`)).agents;
+  } catch (error) {
+    if (error.status !== 401) setConnection("offline");
+    return;
+  }
+  state.agents = agents;
+  const names = [...new Set([agentId, ...agents])];
+  const lists = await Promise.all(names.map((name) =>
+    api("GET", `/api/projects/${project}/agents/${encodeURIComponent(name)}/sessions`)
+      .then((body) => body.sessions, () => [])));
+  const fresh = new Map();
+  for (const info of lists.flat()) fresh.set(info.sessionId, info);
+  state.sessions = fresh;
+  const selected = state.selected;
+  if (selected && fresh.has(selected.id)) {
+    // The stream knows the state and the pending calls first; the rest comes from here.
+    const latest = fresh.get(selected.id);
+    selected.info = { ...latest, state: selected.info.state, pendingApprovalCount: selected.pending.size };
+    drawSelected();
+  }
+  drawSessions();
+}
+
+function schedulePoll() {
+  clearTimeout(state.pollTimer);
+  state.pollTimer = setTimeout(async () => {
+    if (!document.hidden) await refreshSessions();
+    schedulePoll();
+  }, POLL_MS);
+}
+
+async function select(sessionId) {
+  if (state.selected && state.selected.id === sessionId) {
+    closeSidebar();
+    return;
+  }
+  let info = state.sessions.get(sessionId);
+  if (!info) {
+    try {
+      info = (await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}`)).session;
+    } catch (error) {
+      report(error);
+      return;
+    }
+  }
+  if (state.selected) state.selected.close();
+  conversation.reset();
+  $("welcome").hidden = true;
+  const selected = new Selected(info);
+  state.selected = selected;
+  if (location.hash !== "#" + sessionId) history.replaceState(null, "", "#" + sessionId);
+  drawSelected();
+  drawSessions();
+  closeSidebar();
+  selected.open();
+  await selected.load();
+  $("composer-input").focus();
+}
+
+async function createSession(event) {
+  event.preventDefault();
+  const agent = $("create-agent").value.trim();
+  const body = { approvalMode: $("create-mode").value };
+  const workspace = $("create-workspace").value.trim();
+  if (workspace) body.workspace = workspace;
+  const title = $("create-title").value.trim();
+  if (title) body.title = title;
+  if ($("create-model").value) {
+    const [provider, modelId] = JSON.parse($("create-model").value);
+    body.provider = provider;
+    body.modelId = modelId;
+  }
+  const button = $("create-button");
+  button.disabled = true;
+  try {
+    const path = `/api/projects/${encodeURIComponent(state.project)}/agents/${encodeURIComponent(agent)}/sessions`;
+    const info = (await api("POST", path, body)).session;
+    state.sessions.set(info.sessionId, info);
+    $("create-title").value = "";
+    $("new-session").open = false;
+    await select(info.sessionId);
+  } catch (error) {
+    report(error);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function send(event) {
+  event.preventDefault();
+  const selected = state.selected;
+  const input = $("composer-input");
+  const text = input.value;
+  if (!selected || !text.trim()) return;
+  const base = `/api/sessions/${encodeURIComponent(selected.id)}`;
+  const running = selected.info.state === "running";
+  const button = $("composer-send");
+  button.disabled = true;
+  try {
+    if (running) {
+      await api("POST", `${base}/steer`, { text });
+      toast("Sent; the agent reads it after its current turn.", "info");
+    } else {
+      // The stream says when it runs (task_state); it may already have said it ended.
+      await api("POST", `${base}/tasks`, { input: [{ type: "text", text }] });
+    }
+    input.value = "";
+    growComposer();
+  } catch (error) {
+    report(error);
+  } finally {
+    button.disabled = false;
+    input.focus();
+  }
+}
+
+async function changeMode() {
+  const selected = state.selected;
+  if (!selected) return;
+  const mode = $("mode-select").value;
+  const before = selected.info.approvalMode;
+  try {
+    const info = (await api("PATCH", `/api/sessions/${encodeURIComponent(selected.id)}`, { approvalMode: mode })).session;
+    selected.info = { ...info, state: selected.info.state, pendingApprovalCount: selected.pending.size };
+    state.sessions.set(info.sessionId, info);
+  } catch (error) {
+    selected.info.approvalMode = before;
+    report(error);
+  }
+  drawSelected();
+  drawSessions();
+}
+
+async function abort() {
+  const selected = state.selected;
+  if (!selected) return;
+  $("abort-button").disabled = true;
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(selected.id)}/abort`);
+  } catch (error) {
+    report(error);
+  } finally {
+    $("abort-button").disabled = false;
+  }
+}
+
+function growComposer() {
+  const input = $("composer-input");
+  input.style.height = "auto";
+  input.style.height = Math.min(input.scrollHeight, 240) + "px";
+}
+
+function closeSidebar() {
+  document.body.classList.remove("sidebar-open");
+  $("sidebar-toggle").setAttribute("aria-expanded", "false");
+}
+
+function toggleSidebar() {
+  const open = document.body.classList.toggle("sidebar-open");
+  $("sidebar-toggle").setAttribute("aria-expanded", String(open));
+}
+
+// ------------------------------------------------------------------ start
+
+async function start() {
+  $("create-form").addEventListener("submit", createSession);
+  $("composer").addEventListener("submit", send);
+  $("composer-input").addEventListener("input", growComposer);
+  $("composer-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("mode-select").addEventListener("change", changeMode);
+  $("abort-button").addEventListener("click", abort);
+  $("sidebar-toggle").addEventListener("click", toggleSidebar);
+  $("main").addEventListener("click", (event) => {
+    if (document.body.classList.contains("sidebar-open") && !$("sidebar-toggle").contains(event.target)) {
+      closeSidebar();
+    }
+  });
+  $("pending-jump").addEventListener("click", () => {
+    const node = conversation.firstPending();
+    if (node) node.scrollIntoView({ block: "center", behavior: "smooth" });
+  });
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshSessions(); });
+
+  try {
+    state.info = await api("GET", "/api/server");
+  } catch (error) {
+    report(error);
+    return;
+  }
+  state.project = state.info.projectId;
+  $("project-name").textContent = state.project;
+  $("server-version").textContent = `penguin ${state.info.version}`;
+  fillModes($("mode-select"));
+  try {
+    state.models = (await api("GET", `/api/projects/${encodeURIComponent(state.project)}/models`)).models;
+  } catch (error) {
+    report(error);
+  }
+  fillCreateForm();
+  await refreshSessions();
+  if (state.sessions.size === 0) $("new-session").open = true;
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  if (wanted && state.sessions.has(wanted)) await select(wanted);
+  document.body.classList.add("ready");
+  schedulePoll();
+}
+
+start();
