@@ -44,6 +44,8 @@ holds only the root and the one class of ``penguin.agent``::
           │    └── UnsupportedImageError
           │  penguin.engine (engine/_errors.py)
           ├── EngineBusyError                (RuntimeError) a run is already live
+          │  penguin.cli (cli/_lock.py)
+          ├── SessionLockedError             (RuntimeError) the session is open in another chat
           │  penguin (this module; raised by penguin/agent.py)
           └── SessionNotFoundError           (LookupError) no trace of that session id
 

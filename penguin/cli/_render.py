@@ -67,6 +67,7 @@ _SGR: Final[dict[Style, str]] = {
 }
 _SUMMARY_WIDTH: Final = 100
 _NEST: Final = "  │ "
+_STEERING: Final = ("[user_steering]", "[/user_steering]")
 
 
 def use_color(out: TextIO) -> bool:
@@ -358,8 +359,8 @@ class Renderer:
             case om.TextPayload(role="user", sender="harness", text=text):
                 first = text.split("\n\n", 1)[-1].split("\n", 1)[0]
                 self.line(f"[{shorten(first)}]", "note")
-            case om.TextPayload(role="user", text=text) if text.startswith("[user_steering]"):
-                self.line(f"[steering] {shorten(text.removeprefix('[user_steering]'))}", "note")
+            case om.TextPayload(role="user", text=text) if text.startswith(_STEERING[0]):
+                self.line(f"[steering] {shorten(_unwrap_steering(text))}", "note")
             case om.CompactionBeginPayload(reason=reason, mode=mode):
                 self.line(f"[compacting the context ({reason}, {mode})…]", "dim")
             case om.CompactionEndPayload(status=status):
@@ -429,7 +430,7 @@ def history_lines(
         if isinstance(payload, om.TextPayload) and payload.role == "user":
             if payload.sender == "harness":
                 continue
-            text = payload.text.removeprefix("[user_steering]")
+            text = _unwrap_steering(payload.text)
             more = text.strip().count("\n")
             suffix = f" (+{more} lines)" if more else ""
             shown.append((f"› {shorten(_first_line(text), 96)}{suffix}", "dim"))
@@ -439,6 +440,14 @@ def history_lines(
         elif isinstance(payload, om.ToolCallPayload):
             shown.append((f"● {call_summary(payload)}", "call"))
     return shown
+
+
+def _unwrap_steering(text: str) -> str:
+    """The steering text a ``[user_steering]`` block carries (any other text as it is)."""
+    start, end = _STEERING
+    if text.startswith(start):
+        text = text.removeprefix(start).strip("\n").removesuffix(end).strip("\n")
+    return text
 
 
 def _first_line(text: str) -> str:

@@ -18,13 +18,12 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 import trio
 
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
-from penguin.agent import Agent, Session
 from penguin.approval import (
     PROMPT,
     ApprovalMode,
@@ -34,11 +33,13 @@ from penguin.approval import (
     parse_prompt_answer,
 )
 from penguin.config import ConfigError
-from penguin.engine import RunResult
-from penguin.environment import WorkspaceError
 
 from ._render import Renderer
 from ._signals import Controls
+
+if TYPE_CHECKING:
+    from penguin.agent import Session
+    from penguin.engine import RunResult
 
 __all__ = [
     "EXIT_CODES",
@@ -131,6 +132,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from penguin.agent import Agent
+    from penguin.environment import WorkspaceError
+
     mode = approval_mode_of(args)
     if mode is None:
         return 1
