@@ -281,14 +281,20 @@ class _SessionSlot:
         self.session_id: str | None = None
         """The id of the session opened last (also once it is closed)."""
 
-    def open(self, opener: Callable[[], AbstractAsyncContextManager[Session]]) -> None:
-        """Start opening a session (:meth:`session` waits for it)."""
+    def open(
+        self,
+        opener: Callable[[], AbstractAsyncContextManager[Session]],
+        after: trio.Event | None = None,
+    ) -> None:
+        """Start opening a session, once ``after`` is set (:meth:`session` waits for it)."""
         self._session = None
         ready, release, closed = trio.Event(), trio.Event(), trio.Event()
         self._ready, self._release, self._closed = ready, release, closed
 
         async def hold() -> None:
             try:
+                if after is not None:
+                    await after.wait()
                 async with opener() as session:
                     self._session = session
                     self.session_id = session.session_id
@@ -358,13 +364,15 @@ class _Chat:
                     nursery.start_soon(self._watch_signals, nursery.cancel_scope)
                     slot = self.slot
                     slot.nursery = nursery
+                    # On a terminal the session opens once the first prompt is drawn: the
+                    # agent stack's import would otherwise compete with the drawing.
+                    after = self.terminal.drawn if self.terminal is not None else None
                     if self.plan.resume is not None:
-                        slot.open(self._resumed)
+                        slot.open(self._resumed, after)
                     else:
+                        plan = self.plan
                         slot.open(
-                            lambda: self._new(
-                                self.plan.workspace, self.plan.provider, self.plan.model_id
-                            )
+                            lambda: self._new(plan.workspace, plan.provider, plan.model_id), after
                         )
                     if self.interactive:
                         self.asker = PromptAsker(

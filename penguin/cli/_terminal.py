@@ -185,6 +185,9 @@ class Terminal:
         self._no_question.set()
         self.unsent = ""
         """The text a cancelled prompt's line held (to offer again on the next one)."""
+        self.drawn = trio.Event()
+        """Set once the first prompt is on the screen (start-up work can wait for it)."""
+        self._token: trio.lowlevel.TrioToken | None = None
         history = ChatHistory(history_path) if history_path is not None else None
         bindings = self._bindings()
         self._editor: PromptSession[Entry | str] = PromptSession(
@@ -332,12 +335,22 @@ class Terminal:
     ) -> Entry:
         running = _Running(kind)
         self._running = running
+        token = self._token = self._token or trio.lowlevel.current_trio_token()
 
         def pre_run() -> None:
+            app = session.app
             with self._lock:
-                running.app = session.app
-                self._app = session.app
+                running.app = app
+                self._app = app
                 requested = running.exit_requested
+            if not self.drawn.is_set():
+
+                def first_render(_: object) -> None:
+                    app.after_render.remove_handler(first_render)
+                    with contextlib.suppress(trio.RunFinishedError):
+                        token.run_sync_soon(self.drawn.set)
+
+                app.after_render.add_handler(first_render)
             if requested is not None:
                 session.app.exit(result=Entry(requested, session.app.current_buffer.text))
 
