@@ -80,18 +80,19 @@ HISTORY_FILE: Final = "chat_history"
 _LATEST: Final = ""
 """``--resume`` without a session id: the newest session of the agent."""
 
-COMMANDS: Final[dict[str, str]] = {
-    "/help": "this list",
-    "/exit": "end the chat (Ctrl-D on an empty line too)",
-    "/quit": "end the chat",
-    "/clear": "start a new session in the same workspace (the old one stays resumable)",
-    "/compact": "compact the context now",
-    "/approve": "/approve [MODE]: show or change the approval mode for the next calls",
-    "/verbose": "stream thinking and tool output in full, or stop",
-    "/model": "/model [PROVIDER MODEL_ID]: show the model, or change it for the next task",
-    "/processes": "the session's background commands, with their state and service URL",
-    "/kill": "/kill PROCESS_ID: end a background command",
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "/help": ("", "list these commands"),
+    "/exit": ("", "end the chat (so do /quit and Ctrl-D on an empty line)"),
+    "/quit": ("", "end the chat"),
+    "/clear": ("", "start a new session in the same workspace; the old one stays resumable"),
+    "/compact": ("", "compact the context now"),
+    "/approve": (" [MODE]", "show the approval mode, or change it for the next calls"),
+    "/verbose": ("", "stream thinking and tool output in full, or stop"),
+    "/model": (" [PROVIDER MODEL_ID]", "show the model, or change it for the next task"),
+    "/processes": ("", "the session's background commands: state and service URL"),
+    "/kill": (" PROCESS_ID", "end a background command"),
 }
+"""The slash commands: name -> (its arguments, what it does)."""
 _DURING_A_TASK: Final = frozenset(
     {"/help", "/verbose", "/approve", "/model", "/processes", "/kill", "/exit", "/quit"}
 )
@@ -630,8 +631,8 @@ class _Chat:
         if name in ("/exit", "/quit"):
             return "exit"
         if name == "/help":
-            for command, summary in COMMANDS.items():
-                say(f"  {command:<11} {summary}", "dim")
+            for command, (arguments, summary) in COMMANDS.items():
+                say(f"  {command + arguments:<30} {summary}", "dim")
         elif name == "/clear":
             await self._clear()
         elif name == "/compact":

@@ -27,7 +27,6 @@ clear the screen or move the cursor).
 from __future__ import annotations
 
 import io
-import re
 import shutil
 import threading
 import time
@@ -50,7 +49,6 @@ _CONTROL: Final = {
 _CONTROL[0x0D] = ""
 _MAX_CALL_LINES: Final = 6
 _CODE_THEME: Final = "monokai"
-_TRAILING_SPACES: Final = re.compile(r" +$", re.MULTILINE)
 
 
 def sanitize(text: str) -> str:
@@ -196,8 +194,9 @@ class ScreenSurface:
         console.print(Markdown(text, code_theme=_CODE_THEME))
         out = console.file
         assert isinstance(out, io.StringIO)
-        # rich pads plain lines to the width; unpadded, they survive a narrower terminal.
-        return _TRAILING_SPACES.sub("", out.getvalue())
+        # rich pads lines to the width; unpadded, they survive a narrower terminal. (The
+        # padding of a code block is coloured: it ends in a reset and stays.)
+        return "\n".join(line.rstrip(" ") for line in out.getvalue().split("\n"))
 
     def live(self) -> str:
         """The live region as ANSI text ending in a newline (empty when nothing runs)."""

@@ -255,6 +255,11 @@ class ChatPty:
             return 128 + int(self.child.signalstatus or 0)
         return int(status)
 
+    def resize(self, *, rows: int, cols: int) -> None:
+        """Resize the terminal (the chat gets SIGWINCH), and the emulated screen with it."""
+        self.child.setwinsize(rows, cols)
+        self.screen.resize(rows, cols)
+
     def signal(self, signum: int) -> None:
         self.note_descendants()
         os.kill(self.pid, signum)
