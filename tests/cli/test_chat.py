@@ -31,6 +31,7 @@ from penguin.trace import read_trace
 
 from .chat_pty import (
     CONTEXT_WINDOW,
+    Body,
     ChatPty,
     Model,
     call_reply,
@@ -1006,3 +1007,58 @@ def test_the_session_lock_refuses_a_second_holder_and_takes_over_a_stale_one(
         SessionLock.acquire(path, "s")  # flock is per open file: a second take is refused
     assert refused.value.pid == os.getpid()
     assert isinstance(refused.value, PenguinError)
+
+
+def first_user_text(body: Body) -> str:
+    first = next(m for m in body["messages"] if m["role"] == "user")
+    content = first["content"]
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+async def test_c3_3_a_subagents_call_is_asked_the_same_way_and_shown_indented(
+    tmp_path: Path, workspace: Path
+) -> None:
+    prompt = "Caller agent: default_agent\nCreate report.txt saying done."
+
+    def child_or_parent(body: Body) -> t.Reply:
+        answered = any(m["role"] == "tool" for m in body["messages"])
+        if first_user_text(body).startswith("Caller agent:"):  # the child's conversation
+            if not answered:
+                args = {"description": "Write it", "file_path": "report.txt", "content": "done\n"}
+                return call_reply("write_file", args, call_id="child_1", text="Writing.\n")
+            return text_reply("I wrote report.txt.")
+        if not answered:
+            delegate = {"description": "Delegate", "prompt": prompt}
+            return call_reply("run_subagent", delegate, call_id="parent_1")
+        return text_reply("The subagent finished.")
+
+    model = Model([child_or_parent] * 4)
+    async with serve(model, root_of(tmp_path)):
+        async with open_chat(
+            tmp_path, "--workspace", str(workspace), "--approve", "always-ask"
+        ) as chat:
+            await chat.prompt()
+            await chat.line("get report.txt written by a subagent")
+            await chat.expect("● run_subagent: Delegate")
+            await chat.expect("Approve this tool call? [Y/n]")
+            await chat.line("y")
+            await chat.expect("  │ ● write_file: Write it (report.txt)")
+            await chat.expect("Approve this tool call? [Y/n]")
+            await chat.line("y")
+            await chat.expect("  │   ✓ [approved]")
+            await chat.expect("  │ I wrote report.txt.")
+            await chat.expect("The subagent finished.")
+            await chat.expect("tokens ")
+            await chat.prompt()
+            await chat.line("/exit")
+            await chat.expect("resume with:")
+            parent = await chat.expect_re(SESSION_ID.pattern)
+            assert await chat.exit_status() == 0
+        assert (workspace / "report.txt").read_text() == "done\n"
+        traces = sorted(root_of(tmp_path).rglob("session-*.jsonl"))
+        assert len(traces) == 2
+        (child,) = [path for path in traces if not path.name.startswith(parent)]
+        os.utime(child)  # the child's trace is the newest file: --resume still takes the parent
+        done = await penguin_chat(tmp_path, "--resume", stdin=b"")
+    assert done.returncode == 0, done.stderr.decode()
+    assert f"[resumed session {parent}]" in done.stdout.decode()
