@@ -456,6 +456,8 @@ class _Chat:
             module.Agent.open, paths.root, paths.project_id, paths.agent_id
         )
         self._agent = agent
+        if self.surface is not None:  # the first answer's Markdown need not wait for it
+            await trio.to_thread.run_sync(importlib.import_module, "rich.markdown")
         return agent
 
     @asynccontextmanager
@@ -806,6 +808,8 @@ def _main(args: argparse.Namespace) -> int:
     except (PenguinError, OSError) as exc:
         print(f"penguin chat: {_reason(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before the chat routes it (while it starts)
+        return 130
     finally:
         if plan is not None and plan.lock is not None:
             plan.lock.release()
