@@ -922,6 +922,32 @@ async def test_c4_1_ctrl_c_interrupts_a_model_that_keeps_failing(
         assert await chat.exit_status() == 0
 
 
+async def test_c4_1_ctrl_c_interrupts_a_model_that_hangs(tmp_path: Path, workspace: Path) -> None:
+    hanging = t.sse_reply([t.content_chunk("I am thinking ab")], done=False, end="stall")
+    model = Model([hanging, text_reply("Back again.")])
+    async with (
+        serve(model, root_of(tmp_path)),
+        open_chat(tmp_path, "--workspace", str(workspace)) as chat,
+    ):
+        await chat.prompt()
+        await chat.line("hello")
+        await chat.screen_shows(r"^I am thinking ab$")  # the answer streams in the live region
+        await chat.send("\x03")
+        await chat.expect("[interrupted]")
+        await chat.expect("tokens ")
+        await chat.prompt()
+        screen = chat.screen_lines()
+        cut = screen.index("I am thinking ab")  # what came is kept on the screen
+        assert screen[cut + 1 :].index("[interrupted]") >= 0
+        await chat.line("still there?")
+        await chat.expect("Back again.")
+        await chat.expect("tokens ")
+        await chat.prompt()
+        await chat.line("/exit")
+        assert await chat.exit_status() == 0
+    assert "I am thinking ab" in json.dumps(model.bodies[-1]["messages"])  # the carry-over
+
+
 def test_c4_1_the_second_ctrl_c_counts_only_within_2_s() -> None:
     async def main() -> list[str]:
         control = TaskControl()
