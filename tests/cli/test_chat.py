@@ -41,6 +41,7 @@ from .chat_pty import (
     serve,
     text_reply,
 )
+from .test_startup import loaded_after, top_level
 
 SESSION_ID = re.compile(r"session-\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d-[0-9a-f]{8}")
 
@@ -1088,3 +1089,15 @@ async def test_c3_3_a_subagents_call_is_asked_the_same_way_and_shown_indented(
         done = await penguin_chat(tmp_path, "--resume", stdin=b"")
     assert done.returncode == 0, done.stderr.decode()
     assert f"[resumed session {parent}]" in done.stdout.decode()
+
+
+def test_c1_only_chat_loads_the_terminal_libraries(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    for argv in (["--version"], ["tool", "read_file", '{"file_path": "a.txt"}'], ["run", "-h"]):
+        loaded = top_level(loaded_after(*argv, cwd=tmp_path))
+        assert "rich" not in loaded, argv
+        assert "prompt_toolkit" not in loaded, argv
+    helped = loaded_after("chat", "--help", cwd=tmp_path)
+    assert "penguin.cli._chat" in helped
+    assert "penguin.cli._terminal" not in helped  # not even chat loads them to parse options
+    assert "rich" not in top_level(helped)
