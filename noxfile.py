@@ -70,6 +70,6 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python=PYTHONS[0])
 def bench(session: nox.Session) -> None:
     """The benchmarks, each printing its figures beside a baseline measured in the same run."""
-    session.install("-e", ".")
-    for name in ("closeout", "stress_sessions", "engine", "sse", "policy", "startup"):
+    session.install("-e", ".[tests]")  # benchmarks.chat drives a pty with pexpect
+    for name in ("closeout", "stress_sessions", "engine", "sse", "policy", "startup", "chat"):
         session.run("python", "-m", f"benchmarks.{name}", *session.posargs)

@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 # name -> (module under penguin.cli, the line `penguin --help` shows), in listing order.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("_run", "run one task with the configured model"),
+    "chat": ("_chat", "talk with the agent in the terminal: many tasks in one session"),
     "demo": ("_demo", "run a scripted task end to end (no model, no network needed)"),
     "tool": ("_tool", "run one tool call through the Environment (no model needed)"),
     "config": ("_config", "configure models, the command policy and the vault"),

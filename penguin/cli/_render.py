@@ -1,34 +1,91 @@
-"""Rendering a run's message stream for a terminal, one line of view per tool call.
+"""What the terminal shows of a session's message stream: one view for ``run`` and ``chat``.
 
-The assistant's text streams as it arrives; thinking shows as a one-line marker
-(streamed in full with ``verbose``); each tool call is one line (``● name: what``),
-its result another (``⎿ status: first line``); retries, denials, background reports,
-steering and the end of the run get a short bracketed line. Colour is used only on
-a terminal that did not ask for ``NO_COLOR``.
+The :class:`Renderer` decides *what* is shown, the same way for every front end: the
+assistant's text streams as it arrives; thinking shows as a one-line marker (streamed
+in full with ``verbose``); each tool call is one line (``● name: what``), its result
+another (``⎿ status: first line (+N lines)``); approval decisions get their label
+(``✓ [approved]``, ``× [denied]``, ``× [forbidden by policy]``) when the call was asked
+about or not allowed; retries, background reports, steering, compaction and the end of
+a run get a short bracketed line; a subagent's work is indented with one ``│`` per level.
 
-Sans-IO apart from writing to the given text streams: the same renderer serves
-``penguin run`` and ``penguin demo``, and tests feed it messages directly.
+*Where* it goes is a :class:`Surface`. :class:`TextSurface` writes a plain text stream
+(``penguin run``, ``penguin demo``, and ``penguin chat`` when stdout is not a terminal),
+coloured only on a terminal that did not ask for ``NO_COLOR``. ``penguin chat`` on a
+terminal has its own surface (``_screen.py``) that keeps the streaming answer and the
+running calls in a live region under the prompt and prints the finished answer as
+Markdown; the lines themselves are the ones this module words.
+
+While a question waits for its answer (:meth:`Renderer.prompt` or
+:meth:`Renderer.hold`), everything else is held back and shown after the answer, so the
+question stays where the person types.
+
+Sans-IO apart from the surface: tests feed the renderer messages and read a
+``StringIO``. :func:`history_lines` (a resumed session's past, compactly) and
+:class:`TaskStats` (the line after each chat task) are plain functions of messages too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Final, TextIO
+from collections.abc import Callable, Iterable
+from typing import Final, Literal, Protocol, TextIO, TypeAlias
+
+import attrs
 
 from penguin import protocol as om
+from penguin.approval import verdict_label
 
-__all__ = ["Renderer", "call_summary"]
+__all__ = [
+    "CallKey",
+    "Renderer",
+    "Style",
+    "Surface",
+    "TaskStats",
+    "TextSurface",
+    "call_summary",
+    "decision_verdict",
+    "history_lines",
+    "paint",
+    "shorten",
+    "use_color",
+]
 
-_SUMMARY_WIDTH: Final = 100
-_LABELS: Final = {
-    "allow": "✓ [approved]",
-    "deny": "× [denied]",
-    "forbidden": "× [forbidden by policy]",
+Style: TypeAlias = Literal["", "call", "ok", "error", "warn", "note", "dim"]
+"""What a piece of the view is, for the surface to colour: a call, a success, a failure..."""
+
+CallKey: TypeAlias = tuple[tuple[str, ...], str]
+"""A tool call across sessions: the origin (subagent session ids) and the call id."""
+
+_SGR: Final[dict[Style, str]] = {
+    "call": "36",
+    "ok": "32",
+    "error": "31",
+    "warn": "33",
+    "note": "35",
+    "dim": "2",
 }
+_SUMMARY_WIDTH: Final = 100
+_NEST: Final = "  │ "
+_STEERING: Final = ("[user_steering]", "[/user_steering]")
 
 
-def _shorten(text: str, width: int = _SUMMARY_WIDTH) -> str:
+def use_color(out: TextIO) -> bool:
+    """Colour for ``out``: only on a terminal, and not when ``NO_COLOR`` is set."""
+    try:
+        return out.isatty() and not os.environ.get("NO_COLOR")
+    except ValueError:  # a closed stream
+        return False
+
+
+def paint(text: str, style: Style, color: bool) -> str:
+    """``text`` in ``style``'s ANSI colour when ``color``, else unchanged."""
+    code = _SGR.get(style) if color else None
+    return f"\x1b[{code}m{text}\x1b[0m" if code else text
+
+
+def shorten(text: str, width: int = _SUMMARY_WIDTH) -> str:
+    """``text`` on one line (runs of white space made one space), cut to ``width`` with ``…``."""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -55,44 +112,169 @@ def call_summary(call: om.ToolCallPayload) -> str:
             shown = detail if detail is not None else json.dumps(args, ensure_ascii=False)
     else:
         shown = call.arguments
-    return f"{call.name}: {_shorten(shown)}"
+    return f"{call.name}: {shorten(shown)}"
 
 
-class Renderer:
-    """Writes a readable view of a run's messages to ``out``."""
+def decision_verdict(payload: om.ApprovalDecisionPayload) -> om.ApprovalVerdict:
+    """What an ``approval_decision`` record says was decided.
 
-    def __init__(self, out: TextIO, *, color: bool | None = None, verbose: bool = False) -> None:
+    A command-policy denial is ``forbidden`` whether the record says so in its
+    ``decision`` or, as older traces do, by naming the ``policy_rule`` of a ``deny``.
+    """
+    decision: str = payload.decision
+    if decision == "forbidden" or payload.policy_rule:
+        return "forbidden"
+    return "allow" if decision == "allow" else "deny"
+
+
+class Surface(Protocol):
+    """Where a :class:`Renderer`'s view goes; every method is called from one task."""
+
+    def stream(self, text: str, style: Style) -> None:
+        """A streamed piece: answer text (style ``""``), or verbose thinking and tool output."""
+        ...
+
+    def line(self, text: str, style: Style) -> None:
+        """One whole line, starting on a fresh line."""
+        ...
+
+    def answer(self, text: str) -> None:
+        """The answer streamed so far is complete, and this is its whole text."""
+        ...
+
+    def question(self, text: str) -> None:
+        """A question on a fresh line, the cursor left after it (text surfaces only)."""
+        ...
+
+    def answered(self, line: str | None, *, echo: bool) -> None:
+        """The question was answered with ``line`` (``None``: end of input or Ctrl-C)."""
+        ...
+
+    def call_started(self, key: CallKey, label: str) -> None:
+        """The call ``key`` runs now (for a live indicator; a text stream ignores it)."""
+        ...
+
+    def call_ended(self, key: CallKey) -> None:
+        """The call ``key`` has its output."""
+        ...
+
+    def end(self) -> None:
+        """The view of a run is over: end on a fresh line."""
+        ...
+
+
+class TextSurface:
+    """A plain text stream: what ``penguin run`` and ``penguin demo`` print."""
+
+    def __init__(self, out: TextIO, *, color: bool | None = None) -> None:
         self.out = out
-        self.verbose = verbose
-        if color is None:
-            color = out.isatty() and not os.environ.get("NO_COLOR")
-        self._color = color
+        self.color = use_color(out) if color is None else color
         self._at_line_start = True
-        self._thinking_open = False
-        self._shown_calls: set[tuple[tuple[str, ...], str]] = set()
-        self._held: list[str] | None = None
-        """Output that arrived while a prompt waits, shown after its answer."""
-
-    # ------------------------------------------------------------------ output helpers
-
-    def _paint(self, text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self._color else text
 
     def _write(self, text: str) -> None:
-        if not text:
-            return
-        self._at_line_start = text.endswith("\n")
-        if self._held is not None:
-            self._held.append(text)
-            return
-        self.out.write(text)
-        self.out.flush()
+        if text:
+            self._at_line_start = text.endswith("\n")
+            self.out.write(text)
+            self.out.flush()
 
-    def line(self, text: str, code: str = "") -> None:
+    def stream(self, text: str, style: Style) -> None:
+        """Write ``text`` as it is (coloured by ``style``)."""
+        self._write(paint(text, style, self.color))
+
+    def line(self, text: str, style: Style) -> None:
         """One whole line, starting on a fresh line."""
         if not self._at_line_start:
             self._write("\n")
-        self._write((self._paint(text, code) if code else text) + "\n")
+        self._write(paint(text, style, self.color) + "\n")
+
+    def answer(self, text: str) -> None:
+        """Nothing more to show: the text was streamed as it came."""
+
+    def question(self, text: str) -> None:
+        """The question on a line of its own; what follows starts after the answer's line."""
+        if not self._at_line_start:
+            self._write("\n")
+        self._write(text)
+        self._at_line_start = True
+
+    def answered(self, line: str | None, *, echo: bool) -> None:
+        """End the question's line.
+
+        On a terminal the person's own Enter ended it; with ``echo`` (input that is not
+        a terminal) the answer is written out, so a log shows what was answered.
+        """
+        if echo and line:
+            self._write(line.rstrip("\r\n") + "\n")
+        elif line is None or not line.endswith("\n"):
+            self._write("\n")
+        self._at_line_start = True
+
+    def call_started(self, key: CallKey, label: str) -> None:
+        """No live indicator in a text stream."""
+
+    def call_ended(self, key: CallKey) -> None:
+        """No live indicator in a text stream."""
+
+    def end(self) -> None:
+        """End on a fresh line."""
+        if not self._at_line_start:
+            self._write("\n")
+
+
+class Renderer:
+    """Shows a run's messages on a :class:`Surface` (a :class:`TextSurface` on ``out``).
+
+    ``verbose`` (a plain attribute: the chat's ``/verbose`` flips it) streams thinking
+    and tool output in full.
+    """
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        *,
+        color: bool | None = None,
+        verbose: bool = False,
+        surface: Surface | None = None,
+    ) -> None:
+        if surface is None:
+            if out is None:
+                raise TypeError("Renderer needs a text stream or a surface")
+            surface = TextSurface(out, color=color)
+        self.surface = surface
+        self.verbose = verbose
+        self._thinking_open = False
+        self._shown_calls: set[CallKey] = set()
+        self._asked: set[CallKey] = set()
+        self._labels: dict[CallKey, str] = {}
+        self._held: list[Callable[[], None]] | None = None
+        """Output that arrived while a question waits, shown after its answer."""
+
+    # ------------------------------------------------------------------ output helpers
+
+    def _do(self, action: Callable[[], None]) -> None:
+        if self._held is not None:
+            self._held.append(action)
+        else:
+            action()
+
+    def _stream(self, text: str, style: Style = "") -> None:
+        if text:
+            self._do(lambda: self.surface.stream(text, style))
+
+    def line(self, text: str, style: Style = "") -> None:
+        """One whole line, starting on a fresh line."""
+        self._do(lambda: self.surface.line(text, style))
+
+    def hold(self) -> None:
+        """Hold back what is rendered from now on, until :meth:`release`."""
+        if self._held is None:
+            self._held = []
+
+    def release(self) -> None:
+        """Show what was held back, in order, and stop holding."""
+        held, self._held = self._held or [], None
+        for action in held:
+            action()
 
     def prompt(self, text: str) -> None:
         """A question on a line of its own, the cursor left after it.
@@ -101,37 +283,46 @@ class Renderer:
         its parent's prompt waits) is held back, so the question stays where the
         person types.
         """
-        if not self._at_line_start:
-            self._write("\n")
-        self._write(text)
-        self._held = []
-        self._at_line_start = True  # held output starts on the line after the answer
+        self._do(lambda: self.surface.question(text))
+        self.hold()
 
     def answered(self, line: str | None, *, echo: bool) -> None:
-        """The prompt was answered with ``line`` (``None``: end of input, or Ctrl-C).
+        """The prompt was answered with ``line`` (``None``: end of input, or Ctrl-C)."""
+        self.surface.answered(line, echo=echo)
+        self.release()
 
-        On a terminal the person's own Enter ended the line; with ``echo`` (input that
-        is not a terminal) the answer is written out, so a log shows what was answered.
-        """
-        held, self._held = self._held or [], None
-        if echo and line:
-            self._write(line.rstrip("\r\n") + "\n")
-        elif line is None or not line.endswith("\n"):
-            self._write("\n")
-        self._at_line_start = True
-        self._write("".join(held))
+    def mark_asked(self, origin: tuple[str, ...], tool_call_id: str) -> None:
+        """The call was put to the person: its decision is shown whatever it is."""
+        self._asked.add((origin, tool_call_id))
 
     def verdict(self, verdict: om.ApprovalVerdict, origin: tuple[str, ...] = ()) -> None:
         """The label of an approval decision (indented for a subagent's call)."""
-        prefix = "  │ " * len(origin)
-        self.line(f"{prefix}  {_LABELS[verdict]}", "32" if verdict == "allow" else "31")
+        self.line(
+            f"{_NEST * len(origin)}  {verdict_label(verdict)}",
+            "ok" if verdict == "allow" else "error",
+        )
 
     def _call_line(self, origin: tuple[str, ...], call: om.ToolCallPayload) -> None:
         """A call's ``●`` line, once: an approval prompt may show it before the stream."""
         key = (origin, call.tool_call_id)
         if key not in self._shown_calls:
             self._shown_calls.add(key)
-            self.line(f"{'  │ ' * len(origin)}● {call_summary(call)}", "36")
+            summary = call_summary(call)
+            self._labels[key] = summary
+            self.line(f"{_NEST * len(origin)}● {summary}", "call")
+
+    def _decision(self, origin: tuple[str, ...], payload: om.ApprovalDecisionPayload) -> None:
+        key = (origin, payload.tool_call_id)
+        verdict = decision_verdict(payload)
+        if key in self._asked or verdict != "allow":
+            self.verdict(verdict, origin)
+        if verdict == "allow":
+            label = f"{_NEST * len(origin)}{self._labels.get(key, payload.tool_call_id)}"
+            self._do(lambda: self.surface.call_started(key, label))
+
+    def _output_ended(self, origin: tuple[str, ...], tool_call_id: str) -> None:
+        key = (origin, tool_call_id)
+        self._do(lambda: self.surface.call_ended(key))
 
     # ------------------------------------------------------------------ messages
 
@@ -144,31 +335,36 @@ class Renderer:
         match payload:
             case om.PartialTextPayload(event_type="delta", text=text):
                 self._thinking_open = False
-                self._write(text)
+                self._stream(text)
+            case om.TextPayload(role="assistant", text=text):
+                self._do(lambda: self.surface.answer(text))
             case om.PartialThinkingPayload(event_type=event, thinking=text):
                 if self.verbose and event == "delta":
-                    self._write(self._paint(text, "2"))
+                    self._stream(text, "dim")
                 elif event == "start" and not self.verbose:
-                    self.line("· thinking…", "2")
+                    self.line("· thinking…", "dim")
             case om.ToolCallPayload() if payload.stop_reason in (None, "completed"):
                 self._call_line((), payload)
+            case om.ApprovalDecisionPayload():
+                self._decision((), payload)
             case om.ToolCallOutputPayload():
                 self._show_output(payload)
+                self._output_ended((), payload.tool_call_id)
             case om.PartialToolCallOutputPayload(event_type="delta", output=text) if self.verbose:
-                self._write(self._paint(text, "2"))
+                self._stream(text, "dim")
             case om.RequestEndPayload(status=status) if status not in ("completed", "aborted"):
                 self._show_failure(payload)
             case om.AbortPayload():
-                self.line("[interrupted]", "33")
+                self.line("[interrupted]", "warn")
             case om.TextPayload(role="user", sender="harness", text=text):
                 first = text.split("\n\n", 1)[-1].split("\n", 1)[0]
-                self.line(f"[{_shorten(first)}]", "35")
-            case om.TextPayload(role="user", text=text) if text.startswith("[user_steering]"):
-                self.line(f"[steering] {_shorten(text.removeprefix('[user_steering]'))}", "35")
+                self.line(f"[{shorten(first)}]", "note")
+            case om.TextPayload(role="user", text=text) if text.startswith(_STEERING[0]):
+                self.line(f"[steering] {shorten(_unwrap_steering(text))}", "note")
             case om.CompactionBeginPayload(reason=reason, mode=mode):
-                self.line(f"[compacting the context ({reason}, {mode})…]", "2")
+                self.line(f"[compacting the context ({reason}, {mode})…]", "dim")
             case om.CompactionEndPayload(status=status):
-                self.line(f"[compaction {status}]", "2")
+                self.line(f"[compaction {status}]", "dim")
             case _:
                 pass
 
@@ -176,8 +372,10 @@ class Renderer:
         lines = payload.output.strip("\n").split("\n")
         more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
         status = payload.stop_reason or "completed"
-        code = "32" if status == "completed" else "31"
-        self.line(f"  ⎿ {status}: {_shorten(lines[0], 80)}{more}", code)
+        self.line(
+            f"  ⎿ {status}: {shorten(lines[0], 80)}{more}",
+            "ok" if status == "completed" else "error",
+        )
 
     def _show_failure(self, payload: om.RequestEndPayload) -> None:
         detail = f": {payload.error_message}" if payload.error_message else ""
@@ -186,24 +384,114 @@ class Renderer:
             self.line(
                 f"[model request {payload.status}{detail}; "
                 f"retry {payload.attempt} in {seconds:g}s]",
-                "33",
+                "warn",
             )
         else:
-            self.line(f"[model request {payload.status}{detail}]", "31")
+            self.line(f"[model request {payload.status}{detail}]", "error")
 
     def _show_nested(self, message: om.OmniMessage[om.Payload]) -> None:
         payload = message.payload
-        prefix = "  │ " * len(message.origin or ())
+        origin = message.origin or ()
+        prefix = _NEST * len(origin)
         if isinstance(payload, om.ToolCallPayload):
-            self._call_line(message.origin or (), payload)
+            self._call_line(origin, payload)
+        elif isinstance(payload, om.ApprovalDecisionPayload):
+            self._decision(origin, payload)
         elif isinstance(payload, om.ToolCallOutputPayload):
             first = payload.output.strip("\n").split("\n")[0]
-            self.line(f"{prefix}  ⎿ {payload.stop_reason or 'completed'}: {_shorten(first, 70)}")
+            self.line(f"{prefix}  ⎿ {payload.stop_reason or 'completed'}: {shorten(first, 70)}")
+            self._output_ended(origin, payload.tool_call_id)
         elif isinstance(payload, om.TextPayload) and payload.role == "assistant":
             for text_line in payload.text.strip().split("\n"):
                 self.line(f"{prefix}{text_line}")
 
     def finish(self) -> None:
         """End the view on a fresh line."""
-        if not self._at_line_start:
-            self._write("\n")
+        self._do(self.surface.end)
+
+
+# ---------------------------------------------------------------------- a session's past
+
+
+def history_lines(
+    records: Iterable[om.OmniMessage[om.Payload]],
+) -> list[tuple[str, Style]]:
+    """A session's conversation, compactly: what ``penguin chat --resume`` shows first.
+
+    One line per user message (``› first line``), per tool call (``● name: what``) and
+    per answer (its first line); subagents' records, harness notes, thinking and
+    events are left out.
+    """
+    shown: list[tuple[str, Style]] = []
+    for record in records:
+        payload = record.payload
+        if record.origin:
+            continue
+        if isinstance(payload, om.TextPayload) and payload.role == "user":
+            if payload.sender == "harness":
+                continue
+            text = _unwrap_steering(payload.text)
+            more = text.strip().count("\n")
+            suffix = f" (+{more} lines)" if more else ""
+            shown.append((f"› {shorten(_first_line(text), 96)}{suffix}", "dim"))
+        elif isinstance(payload, om.TextPayload) and payload.role == "assistant":
+            if payload.text.strip():
+                shown.append((shorten(_first_line(payload.text), 100), ""))
+        elif isinstance(payload, om.ToolCallPayload):
+            shown.append((f"● {call_summary(payload)}", "call"))
+    return shown
+
+
+def _unwrap_steering(text: str) -> str:
+    """The steering text a ``[user_steering]`` block carries (any other text as it is)."""
+    start, end = _STEERING
+    if text.startswith(start):
+        text = text.removeprefix(start).strip("\n").removesuffix(end).strip("\n")
+    return text
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.split("\n", 1)[0] if stripped else ""
+
+
+# ---------------------------------------------------------------------- the stats line
+
+
+@attrs.define
+class TaskStats:
+    """The token counts and times of one task, fed its ``token_usage`` messages.
+
+    :meth:`line` is the dim line ``penguin chat`` prints after each task: the task's
+    tokens (input, output, cached), the context's size after its last request against
+    the model's window when that is known, and the wall time.
+    """
+
+    context_window: int | None = None
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+    context: int | None = None
+
+    def observe(self, message: om.OmniMessage[om.Payload]) -> None:
+        """Count a ``token_usage`` of the session itself (not of its subagents)."""
+        payload = message.payload
+        if isinstance(payload, om.TokenUsagePayload) and not message.origin:
+            request = payload.request
+            self.input += max(request.total - request.output, 0)
+            self.output += request.output
+            self.cached += request.cache_read
+            if request.total:
+                self.context = request.total
+
+    def line(self, seconds: float) -> str:
+        """``tokens 1,200 in · 30 out · 0 cached · context 1,230 of 128,000 (1%) · 2.4s``."""
+        parts = [f"tokens {self.input:,} in · {self.output:,} out · {self.cached:,} cached"]
+        if self.context is not None:
+            if self.context_window:
+                share = 100 * self.context / self.context_window
+                parts.append(f"context {self.context:,} of {self.context_window:,} ({share:.0f}%)")
+            else:
+                parts.append(f"context {self.context:,}")
+        parts.append(f"{seconds:.1f}s")
+        return " · ".join(parts)

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 import trio
 
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
-from penguin.agent import Agent, Session
 from penguin.approval import (
     PROMPT,
     ApprovalMode,
@@ -34,10 +33,13 @@ from penguin.approval import (
     parse_prompt_answer,
 )
 from penguin.config import ConfigError
-from penguin.environment import WorkspaceError
 
 from ._render import Renderer
 from ._signals import Controls
+
+if TYPE_CHECKING:
+    from penguin.agent import Session
+    from penguin.engine import RunResult
 
 __all__ = [
     "EXIT_CODES",
@@ -46,7 +48,9 @@ __all__ = [
     "add_approval_options",
     "approval_mode_of",
     "configure",
+    "render_run",
     "run_task",
+    "stdin_is_a_terminal",
     "under_controls",
 ]
 
@@ -128,6 +132,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from penguin.agent import Agent
+    from penguin.environment import WorkspaceError
+
     mode = approval_mode_of(args)
     if mode is None:
         return 1
@@ -178,6 +185,10 @@ class PromptAsker:
     One question at a time: the engine asks about one call at a time, but a subagent's
     calls are asked about from the parent's run_subagent window, which runs beside the
     engine, so two questions can be due at once; the second waits for the first answer.
+
+    By default the question is written through the renderer and the answer read with
+    ``read_line``; ``ask_line`` replaces both with a front end's own question (the
+    chat's line editor), while the renderer holds other output back.
     """
 
     def __init__(
@@ -186,26 +197,66 @@ class PromptAsker:
         read_line: Callable[[], Awaitable[str | None]],
         *,
         echo: bool,
+        ask_line: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self._renderer = renderer
         self._read_line = read_line
         self._echo = echo
+        self._ask_line = ask_line
         self._one_at_a_time = trio.Lock()
         self._asked: set[tuple[tuple[str, ...], str]] = set()
 
     async def __call__(self, call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
         """Show the call, ask, and read the answer (``None``: end of input or Ctrl-C)."""
         async with self._one_at_a_time:
-            self._asked.add((call.origin or (), call.payload.tool_call_id))
+            origin = call.origin or ()
+            self._asked.add((origin, call.payload.tool_call_id))
+            self._renderer.mark_asked(origin, call.payload.tool_call_id)
             self._renderer.show(call)  # once: the stream may not have shown it yet
-            self._renderer.prompt(PROMPT)
-            line = await self._read_line()
-            self._renderer.answered(line, echo=self._echo)
+            line = await self._question(PROMPT)
         return parse_prompt_answer(line)
+
+    async def _question(self, text: str) -> str | None:
+        line: str | None = None
+        if self._ask_line is not None:
+            self._renderer.hold()
+            try:
+                line = await self._ask_line(text)
+            finally:
+                self._renderer.release()
+            return line
+        self._renderer.prompt(text)
+        try:
+            line = await self._read_line()
+        finally:
+            self._renderer.answered(line, echo=self._echo)
+        return line
 
     def asked_about(self, origin: tuple[str, ...], tool_call_id: str) -> bool:
         """Whether the call ``tool_call_id`` of the session ``origin`` names was asked about."""
         return (origin, tool_call_id) in self._asked
+
+
+async def render_run(
+    session: Session,
+    messages: Sequence[om.OmniMessage[om.Payload]],
+    renderer: Renderer,
+    approve: om.ApproveFn,
+    interrupt: trio.Event,
+    observe: Callable[[om.OmniMessage[om.Payload]], None] | None = None,
+) -> RunResult:
+    """Run one Task on ``session`` and show its stream with ``renderer``; how it ended.
+
+    ``observe`` sees every message too (the chat counts tokens with it).
+    """
+    async with session.run(messages, approve=approve, interrupt=interrupt) as stream:
+        async for item in stream:
+            renderer.show(item)
+            if observe is not None:
+                observe(item)
+        result = stream.result
+    renderer.finish()
+    return result
 
 
 async def run_task(
@@ -219,22 +270,11 @@ async def run_task(
 ) -> int:
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
     renderer = Renderer(out or sys.stdout, verbose=verbose)
-    ask = PromptAsker(renderer, controls.read_line, echo=not _stdin_is_a_terminal())
+    ask = PromptAsker(renderer, controls.read_line, echo=not stdin_is_a_terminal())
     approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
-    async with session.run(
-        [om.user_text(message)], approve=approve, interrupt=controls.interrupt
-    ) as stream:
-        async for item in stream:
-            payload = item.payload
-            if isinstance(payload, om.ApprovalDecisionPayload):
-                verdict = payload.decision
-                origin = item.origin or ()
-                if ask.asked_about(origin, payload.tool_call_id) or verdict != "allow":
-                    renderer.verdict(verdict, origin)
-                continue
-            renderer.show(item)
-        result = stream.result
-    renderer.finish()
+    result = await render_run(
+        session, [om.user_text(message)], renderer, approve, controls.interrupt
+    )
     await session.flush_trace()
     print(f"trace: {session.trace_path}", file=sys.stderr)
     if result.status != "completed" and result.error_message:
@@ -242,7 +282,7 @@ async def run_task(
     return EXIT_CODES[result.status]
 
 
-def _stdin_is_a_terminal() -> bool:
+def stdin_is_a_terminal() -> bool:
     try:
         return sys.stdin is not None and sys.stdin.isatty()
     except ValueError:  # closed

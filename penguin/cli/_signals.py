@@ -40,15 +40,21 @@ class Controls:
         with trio.open_signal_receiver(*watched) as signals:
             async for signum in signals:
                 if signum == signal.SIGINT:
-                    prompt = self._prompt_cancelled
-                    if prompt is not None and not prompt.is_set():
-                        prompt.set()
+                    if self.cancel_prompt():
                         continue
                     if not self.interrupt.is_set():
                         self.interrupt.set()
                         continue
                 self._nursery.cancel_scope.cancel()
                 return
+
+    def cancel_prompt(self) -> bool:
+        """Answer the prompt waiting in :meth:`read_line` with ``None``; False if none waits."""
+        prompt = self._prompt_cancelled
+        if prompt is None or prompt.is_set():
+            return False
+        prompt.set()
+        return True
 
     async def read_line(self) -> str | None:
         """The next line of stdin; ``None`` at end of input or when Ctrl-C answered instead."""

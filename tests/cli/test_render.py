@@ -9,7 +9,15 @@ import trio.testing
 
 from penguin import protocol as om
 from penguin.approval import PROMPT
-from penguin.cli._render import Renderer, call_summary
+from penguin.cli._render import (
+    CallKey,
+    Renderer,
+    Style,
+    TaskStats,
+    call_summary,
+    decision_verdict,
+    history_lines,
+)
 from penguin.cli._run import PromptAsker
 
 CHILD = "session-2026-11-30-00-00-00-0000c41d"
@@ -119,3 +127,117 @@ async def test_two_questions_due_at_once_are_asked_one_after_the_other() -> None
         f"● write_file: Write it (report.txt)\n{PROMPT}n\n"
         f"  │ ● write_file: Write it (report.txt)\n{PROMPT}y\n"
     )
+
+
+# ---------------------------------------------------------------------- the shared view
+
+
+def test_a_policy_denial_shows_forbidden_in_either_record_form() -> None:
+    old = om.approval_decision("deny", "c1", "rm-recursive-force")
+    assert decision_verdict(old.payload) == "forbidden"
+    new = om.approval_decision("forbidden", "c1", "rm-recursive-force")
+    assert decision_verdict(new.payload) == "forbidden"
+    assert decision_verdict(om.approval_decision("deny", "c1").payload) == "deny"
+    view, out = renderer()
+    view.show(write_call())
+    view.show(old)
+    assert out.getvalue().endswith("  × [forbidden by policy]\n")
+
+
+def test_only_decisions_asked_about_or_not_allowed_are_labelled() -> None:
+    view, out = renderer()
+    view.show(write_call("quiet"))
+    view.show(om.approval_decision("allow", "quiet"))  # allow-all: no label
+    view.mark_asked((), "asked")
+    view.show(write_call("asked"))
+    view.show(om.approval_decision("allow", "asked"))
+    assert out.getvalue().count("✓ [approved]") == 1
+
+
+class Recorder:
+    """A surface that records the calls a Renderer makes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def stream(self, text: str, style: Style) -> None:
+        self.calls.append(("stream", text))
+
+    def line(self, text: str, style: Style) -> None:
+        self.calls.append(("line", text))
+
+    def answer(self, text: str) -> None:
+        self.calls.append(("answer", text))
+
+    def question(self, text: str) -> None:
+        self.calls.append(("question", text))
+
+    def answered(self, line: str | None, *, echo: bool) -> None:
+        self.calls.append(("answered", line))
+
+    def call_started(self, key: CallKey, label: str) -> None:
+        self.calls.append(("started", (key, label)))
+
+    def call_ended(self, key: CallKey) -> None:
+        self.calls.append(("ended", key))
+
+    def end(self) -> None:
+        self.calls.append(("end", None))
+
+
+def test_a_surface_is_told_the_whole_answer_and_when_each_call_runs() -> None:
+    surface = Recorder()
+    view = Renderer(surface=surface)
+    view.show(om.partial_text("delta", "Hel"))
+    view.show(om.partial_text("delta", "lo"))
+    view.show(om.assistant_text("Hello"))
+    view.show(write_call())
+    view.show(om.approval_decision("allow", "c1"))
+    view.show(om.tool_call_output("done", "c1"))
+    nested = om.with_origin(write_call("c2"), CHILD)
+    view.show(nested)
+    view.show(om.with_origin(om.approval_decision("allow", "c2"), CHILD))
+    view.finish()
+    assert surface.calls == [
+        ("stream", "Hel"),
+        ("stream", "lo"),
+        ("answer", "Hello"),
+        ("line", "● write_file: Write it (report.txt)"),
+        ("started", (((), "c1"), "write_file: Write it (report.txt)")),
+        ("line", "  ⎿ completed: done"),
+        ("ended", ((), "c1")),
+        ("line", "  │ ● write_file: Write it (report.txt)"),
+        ("started", (((CHILD,), "c2"), "  │ write_file: Write it (report.txt)")),
+        ("end", None),
+    ]
+
+
+def test_history_lines_show_each_message_call_and_answer_once() -> None:
+    records: list[om.OmniMessage[om.Payload]] = [
+        om.user_text("Create notes\nwith two lines"),
+        om.user_text("[Background command finished]", harness=True),
+        om.assistant_text("Creating it.\nMore detail."),
+        write_call(),
+        om.tool_call_output("Created", "c1"),
+        om.with_origin(om.assistant_text("child work"), CHILD),
+        om.assistant_text("All done."),
+    ]
+    assert history_lines(records) == [
+        ("› Create notes (+1 lines)", "dim"),
+        ("Creating it.", ""),
+        ("● write_file: Write it (report.txt)", "call"),
+        ("All done.", ""),
+    ]
+
+
+def test_task_stats_count_the_task_and_the_context_share() -> None:
+    stats = TaskStats(context_window=10_000)
+    first = om.TokenCounts(total=1200, output=200, cache_read=100)
+    second = om.TokenCounts(total=2000, output=50)
+    stats.observe(om.token_usage(first, first))
+    stats.observe(om.with_origin(om.token_usage(second, second), CHILD))  # a subagent's
+    stats.observe(om.token_usage(first + second, second))
+    assert stats.line(2.34) == (
+        "tokens 2,950 in · 250 out · 100 cached · context 2,000 of 10,000 (20%) · 2.3s"
+    )
+    assert TaskStats().line(1.0) == "tokens 0 in · 0 out · 0 cached · 1.0s"

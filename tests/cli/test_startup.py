@@ -107,6 +107,7 @@ def test_9_7_top_level_help_lists_every_subcommand_without_loading_them(
     "argv",
     [
         ["run"],
+        ["chat"],
         ["demo"],
         ["tool"],
         ["config"],

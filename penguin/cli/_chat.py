@@ -1,0 +1,819 @@
+"""``penguin chat``: one session, many tasks, approvals inline, the model's work as it happens.
+
+The command (spec chat.md C1–C4) is a REPL over one :class:`~penguin.Session` at a time:
+each line typed is a Task (``Session.run``), shown by the renderer ``penguin run`` uses
+(:mod:`._render`), approved by the mode of ``--approve`` with the same prompt; text
+typed while a Task runs is steering (``Session.steer``); slash commands act on the
+session (``/help`` lists them). It resumes a session from its trace (``--resume``).
+
+Two ways to run:
+
+- **On a terminal** (stdin and stdout both terminals): the line editor and the screen
+  are :mod:`._terminal` and :mod:`._screen` (prompt_toolkit in a worker thread, rich
+  for Markdown), imported only then. Ctrl-C follows C4: at a question it denies; while
+  a Task runs it interrupts it (a second one within 2 s stops it at once); with text
+  in the line it clears it; on an empty line it asks ``Exit? [y/N]``.
+- **Scriptable** (stdin not a terminal): one Task per line of stdin until its end, no
+  line editing, plain text out; approval answers are read from the same stdin. SIGINT
+  then works as in ``penguin run`` (deny at a question, interrupt a Task), and ends the
+  chat when it arrives between Tasks.
+
+SIGTERM and SIGHUP end the chat at once (exit status 130). However it ends, leaving
+the session's ``async with`` ends every process the session started and the terminal
+is back in its normal mode. Two chats never hold one session: a lock file beside the
+trace (:mod:`._lock`) refuses the second, naming the first one's pid.
+
+Start-up is part of the interface (first prompt in < 400 ms, ``benchmarks/chat.py``):
+the header and the first prompt are up before the agent stack is imported and the
+session opened; both happen in the background, and the first Task waits for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import attrs
+import trio
+
+from penguin import config as cfg
+from penguin import protocol as om
+from penguin._concurrency import collapse_single
+from penguin._errors import PenguinError
+from penguin._log import logger
+from penguin.approval import (
+    APPROVAL_MODES,
+    ApprovalMode,
+    ApprovalModeError,
+    approver_for_mode,
+    parse_approval_mode,
+)
+from penguin.trace import TraceLocation, find_session, trace_files, trace_locations
+
+from ._lock import SessionLock, lock_path
+from ._render import Renderer, TaskStats, history_lines, paint, shorten, use_color
+from ._run import PromptAsker, add_agent_options, add_approval_options, approval_mode_of, render_run
+from ._signals import Controls
+
+if TYPE_CHECKING:
+    from penguin.agent import Agent, Session
+    from penguin.llm import OpenAIChatLLM
+
+    from ._screen import ScreenSurface
+    from ._terminal import Terminal
+
+__all__ = ["COMMANDS", "STOP_WINDOW", "TaskControl", "configure", "newest_session"]
+
+STOP_WINDOW: Final = 2.0
+"""Seconds after an interrupting Ctrl-C in which another one stops the Task at once."""
+HISTORY_FILE: Final = "chat_history"
+_LATEST: Final = ""
+"""``--resume`` without a session id: the newest session of the agent."""
+
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "/help": ("", "list these commands"),
+    "/exit": ("", "end the chat (so do /quit and Ctrl-D on an empty line)"),
+    "/quit": ("", "end the chat"),
+    "/clear": ("", "start a new session in the same workspace; the old one stays resumable"),
+    "/compact": ("", "compact the context now"),
+    "/approve": (" [MODE]", "show the approval mode, or change it for the next calls"),
+    "/verbose": ("", "stream thinking and tool output in full, or stop"),
+    "/model": (" [PROVIDER MODEL_ID]", "show the model, or change it for the next task"),
+    "/processes": ("", "the session's background commands: state and service URL"),
+    "/kill": (" PROCESS_ID", "end a background command"),
+}
+"""The slash commands: name -> (its arguments, what it does)."""
+_DURING_A_TASK: Final = frozenset(
+    {"/help", "/verbose", "/approve", "/model", "/processes", "/kill", "/exit", "/quit"}
+)
+_MAX_ECHO_LINES: Final = 12
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Fill in the ``chat`` subcommand's parser (``penguin chat --help``)."""
+    parser.description = (
+        "Talk with the agent in the terminal: each line is a task in one session, "
+        "tool calls are approved as they come, and text typed while a task runs "
+        "steers it. With stdin not a terminal, each line of stdin is a task."
+    )
+    parser.epilog = (
+        "examples:\n"
+        "  penguin chat --workspace ~/src/app --approve always-ask\n"
+        "  penguin chat --resume                 # the newest session\n"
+        "  penguin chat --resume session-2026-11-30-10-00-00-0a1b2c3d\n"
+        "  printf 'List the files\\n/exit\\n' | penguin chat --workspace .\n"
+        "\nslash commands: " + " ".join(COMMANDS) + " (/help explains them)\n"
+        "exit status: 0 ended by /exit, /quit or end of input; 1 bad usage; "
+        "130 ended by SIGTERM or SIGHUP"
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the agent works (default: a new temporary workspace)",
+    )
+    parser.add_argument("--provider", default=None, metavar="P")
+    parser.add_argument("--model-id", default=None, metavar="M")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=_LATEST,
+        default=None,
+        metavar="SESSION",
+        help="continue SESSION from its trace (without an id: the newest session)",
+    )
+    add_approval_options(parser)
+    add_agent_options(parser)
+    parser.set_defaults(handler=_main)
+
+
+# ---------------------------------------------------------------------- Ctrl-C while a task runs
+
+
+@attrs.define
+class TaskControl:
+    """Ctrl-C while a Task runs: the first interrupts it, another within 2 s stops it at once.
+
+    ``graceful=False`` (a compaction, which has no graceful path) stops at the first.
+    """
+
+    graceful: bool = True
+    interrupt: trio.Event = attrs.Factory(trio.Event)
+    """Set by the first Ctrl-C: the run's ``interrupt=``."""
+    stop_scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    """Cancelled by the stopping Ctrl-C: the hard stop of the run."""
+    _last: float | None = None
+
+    def press(self) -> Literal["interrupting", "stopping", "waiting"]:
+        """One Ctrl-C: what it does (call from the Trio thread)."""
+        now = trio.current_time()
+        if self.graceful and not self.interrupt.is_set():
+            self.interrupt.set()
+            self._last = now
+            return "interrupting"
+        if not self.graceful or (self._last is not None and now - self._last <= STOP_WINDOW):
+            self.stop_scope.cancel()
+            return "stopping"
+        self._last = now
+        return "waiting"
+
+
+# ---------------------------------------------------------------------- what to open
+
+
+class _UsageError(PenguinError, ValueError):
+    """A command line that cannot start a chat; the message says what is wrong."""
+
+
+@attrs.frozen
+class _Plan:
+    """What the chat opens first: a new session, or one to resume."""
+
+    provider: str
+    model_id: str
+    workspace: Path
+    resume: TraceLocation | None = None
+    lock: SessionLock | None = None
+
+
+def newest_session(traces_dir: Path) -> TraceLocation | None:
+    """The newest file of the agent's most recently written session that is not a subagent's.
+
+    Blocking (it lists the traces and reads first lines).
+    """
+    newest: dict[str, TraceLocation] = {}
+    stamps: dict[str, int] = {}
+    for location in trace_locations(traces_dir):
+        newest[location.session_id] = location
+        with contextlib.suppress(OSError):
+            stamp = location.path.stat().st_mtime_ns
+            stamps[location.session_id] = max(stamps.get(location.session_id, 0), stamp)
+    order = sorted(newest, key=lambda sid: (stamps.get(sid, 0), sid), reverse=True)
+    for session_id in order:
+        meta = _session_meta(newest[session_id].path)
+        if meta is not None and meta.get("source") != "subagent":
+            return newest[session_id]
+    return None
+
+
+def _session_meta(path: Path) -> dict[str, Any] | None:
+    """The payload of the ``session_meta`` a trace file opens with, or None.
+
+    Read with ``json`` alone: the command has not loaded the codec yet.
+    """
+    try:
+        with path.open("rb") as file:
+            first = file.readline()
+        value = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(value, dict) or value.get("type") != "session_meta":
+        return None
+    payload = value.get("payload")
+    return payload if isinstance(payload, dict) else None
+
+
+def _plan(args: argparse.Namespace, paths: cfg.AgentPaths) -> _Plan:
+    """Check the command line against the agent's files; raise :class:`_UsageError`."""
+    project = cfg.load_project_config(paths.project_config)
+    if args.resume is None:
+        entry = cfg.resolve_model(project, provider=args.provider, model_id=args.model_id)
+        if args.workspace is not None:
+            workspace = Path(args.workspace).expanduser().resolve()
+            if not workspace.is_dir():
+                raise _UsageError(f"the workspace {workspace} is not a directory; create it first")
+        else:
+            workspace = cfg.new_temp_workspace(paths)
+        return _Plan(entry.provider, entry.model_id, workspace)
+    traces = paths.traces_dir
+    if args.resume == _LATEST:
+        location = newest_session(traces)
+        if location is None:
+            raise _UsageError(f"no session to resume: {traces} holds no trace of this agent")
+    else:
+        location = find_session(traces, args.resume)
+        if location is None:
+            raise _UsageError(f"no session {args.resume} under {traces}; nothing to resume")
+    meta = _session_meta(location.path)
+    if meta is None:
+        raise _UsageError(f"{location.path} does not start with a session_meta record")
+    workspace = Path(str(meta.get("workspace", "")))
+    if args.workspace is not None and Path(args.workspace).resolve() != workspace.resolve():
+        raise _UsageError(
+            f"session {location.session_id} works in {workspace}; it cannot move to "
+            f"{args.workspace} (leave --workspace out to resume it)"
+        )
+    provider, model_id = str(meta.get("provider")), str(meta.get("model_id"))
+    if args.provider is not None and (args.provider, args.model_id) != (provider, model_id):
+        raise _UsageError(
+            f"session {location.session_id} uses the model {provider}/{model_id}; it cannot "
+            f"change to {args.provider}/{args.model_id} (leave --provider and --model-id out)"
+        )
+    cfg.resolve_model(project, provider=provider, model_id=model_id)  # still configured?
+    lock = SessionLock.acquire(lock_path(location.path, location.session_id), location.session_id)
+    return _Plan(provider, model_id, workspace, resume=location, lock=lock)
+
+
+# ---------------------------------------------------------------------- the session slot
+
+
+class _SessionSlot:
+    """The chat's current Session, held open by a task of its own so ``/clear`` can swap it."""
+
+    def __init__(self) -> None:
+        self.nursery: trio.Nursery | None = None
+        """Where the session's holding task runs (set before :meth:`open`)."""
+        self._session: Session | None = None
+        self._ready = trio.Event()
+        self._release = trio.Event()
+        self._closed = trio.Event()
+        self.session_id: str | None = None
+        """The id of the session opened last (also once it is closed)."""
+
+    def open(
+        self,
+        opener: Callable[[], AbstractAsyncContextManager[Session]],
+        after: trio.Event | None = None,
+    ) -> None:
+        """Start opening a session, once ``after`` is set (:meth:`session` waits for it)."""
+        self._session = None
+        ready, release, closed = trio.Event(), trio.Event(), trio.Event()
+        self._ready, self._release, self._closed = ready, release, closed
+
+        async def hold() -> None:
+            try:
+                if after is not None:
+                    await after.wait()
+                async with opener() as session:
+                    self._session = session
+                    self.session_id = session.session_id
+                    ready.set()
+                    await release.wait()
+            finally:
+                self._session = None
+                closed.set()
+
+        assert self.nursery is not None
+        self.nursery.start_soon(hold)
+
+    async def session(self) -> Session:
+        """The open session (waiting until it is open)."""
+        await self._ready.wait()
+        assert self._session is not None
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session (every process it started ends) and wait until it is closed."""
+        self._release.set()
+        await self._closed.wait()
+
+
+# ---------------------------------------------------------------------- the chat
+
+
+class _Chat:
+    """One ``penguin chat`` process: its session slot, its view, its input."""
+
+    def __init__(
+        self, args: argparse.Namespace, paths: cfg.AgentPaths, mode: ApprovalMode, plan: _Plan
+    ) -> None:
+        self.args = args
+        self.paths = paths
+        self.mode = mode
+        self.plan = plan
+        self.interactive = _is_a_terminal(sys.stdin) and _is_a_terminal(sys.stdout)
+        self.terminal: Terminal | None = None
+        self.surface: ScreenSurface | None = None
+        self.plain: Controls | None = None
+        self.control: TaskControl | None = None
+        self.terminated = False
+        self.exit_after_task = False
+        self._agent: Agent | None = None
+        self._next_model: OpenAIChatLLM | None = None
+        self._clients: list[OpenAIChatLLM] = []
+        self._carry = ""
+        self.slot = _SessionSlot()
+        if self.interactive:
+            from ._screen import ScreenSurface
+            from ._terminal import Terminal
+
+            self.terminal = Terminal(paths.root / HISTORY_FILE, list(COMMANDS), sys.stdout)
+            self.surface = ScreenSurface(self.terminal, color=use_color(sys.stdout))
+            self.renderer = Renderer(surface=self.surface, verbose=args.verbose)
+        else:
+            self.renderer = Renderer(sys.stdout, verbose=args.verbose)
+
+    # ------------------------------------------------------------------ the whole life
+
+    async def main(self) -> int:
+        handler = self._log_handler()
+        try:
+            with collapse_single():
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_signals, nursery.cancel_scope)
+                    slot = self.slot
+                    slot.nursery = nursery
+                    # On a terminal the session opens once the first prompt is drawn: the
+                    # agent stack's import would otherwise compete with the drawing.
+                    after = self.terminal.drawn if self.terminal is not None else None
+                    if self.plan.resume is not None:
+                        slot.open(self._resumed, after)
+                    else:
+                        plan = self.plan
+                        slot.open(
+                            lambda: self._new(plan.workspace, plan.provider, plan.model_id), after
+                        )
+                    if self.interactive:
+                        self.asker = PromptAsker(
+                            self.renderer, _no_line, echo=False, ask_line=self._question
+                        )
+                        await self._repl()
+                    else:
+                        self.plain = Controls(nursery)
+                        self.asker = PromptAsker(self.renderer, self.plain.read_line, echo=True)
+                        await self._script()
+                    await slot.close()
+                    nursery.cancel_scope.cancel()
+        finally:
+            if handler is not None:
+                logger.removeHandler(handler)
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                for client in self._clients:
+                    await client.aclose()
+            if self.slot.session_id is not None:
+                self._say(f"resume with: penguin chat --resume {self.slot.session_id}")
+        return 130 if self.terminated else 0
+
+    async def _watch_signals(self, scope: trio.CancelScope) -> None:
+        watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        with trio.open_signal_receiver(*watched) as signals:
+            async for signum in signals:
+                if signum == signal.SIGINT:
+                    self._ctrl_c_signal()
+                    continue
+                self.terminated = True
+                scope.cancel()
+                return
+
+    def _ctrl_c_signal(self) -> None:
+        """SIGINT as a signal: the terminal is not in a prompt's raw mode, or no terminal."""
+        if self.plain is not None and self.plain.cancel_prompt():
+            return  # a question (denied) or the wait for the next line (the chat ends)
+        if self.control is not None:
+            self._press(self.control)
+
+    def _press(self, control: TaskControl) -> None:
+        outcome = control.press()
+        if outcome == "stopping":
+            return
+        note = "interrupting… (Ctrl-C again within 2 s stops at once)"
+        if self.surface is not None:
+            self.surface.note = note
+        elif outcome == "interrupting":
+            self.renderer.line(f"[{note}]", "warn")
+
+    def _log_handler(self) -> logging.Handler | None:
+        """On a terminal, penguin's diagnostics go above the prompt like everything else."""
+        if self.terminal is None:
+            return None
+        terminal = self.terminal
+        color = use_color(sys.stdout)
+
+        class AbovePrompt(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                terminal.write(paint(record.getMessage(), "warn", color) + "\n")
+
+        handler = AbovePrompt(logging.WARNING)
+        logger.addHandler(handler)
+        return handler
+
+    def _say(self, text: str) -> None:
+        """A last line on stdout, whatever state the terminal is in."""
+        with contextlib.suppress(OSError, ValueError):
+            print(text, flush=True)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def _agent_of(self) -> Agent:
+        if self._agent is not None:
+            return self._agent
+        # Imported here, in a thread: the first prompt is up while the agent stack loads.
+        module = await trio.to_thread.run_sync(importlib.import_module, "penguin.agent")
+        paths = self.paths
+        agent: Agent = await trio.to_thread.run_sync(
+            module.Agent.open, paths.root, paths.project_id, paths.agent_id
+        )
+        self._agent = agent
+        if self.surface is not None:  # the first answer's Markdown need not wait for it
+            await trio.to_thread.run_sync(importlib.import_module, "rich.markdown")
+        return agent
+
+    @asynccontextmanager
+    async def _new(self, workspace: Path, provider: str, model_id: str) -> AsyncIterator[Session]:
+        agent = await self._agent_of()
+        async with agent.session(workspace, provider=provider, model_id=model_id) as session:
+            path = lock_path(session.trace_path, session.session_id)
+            lock = await trio.to_thread.run_sync(SessionLock.acquire, path, session.session_id)
+            with lock:
+                yield session
+
+    @asynccontextmanager
+    async def _resumed(self) -> AsyncIterator[Session]:
+        location, lock = self.plan.resume, self.plan.lock
+        assert location is not None
+        assert lock is not None
+        with lock:
+            agent = await self._agent_of()
+            async with agent.resume_session(location.session_id) as session:
+                yield session
+
+    # ------------------------------------------------------------------ the loops
+
+    async def _repl(self) -> None:
+        terminal = self.terminal
+        assert terminal is not None
+        while True:
+            entry = await terminal.read(self._prompt(), default=self._take_carry())
+            if entry.kind == "eof":
+                return
+            if entry.kind == "ctrl_c":
+                answer = await self._question("Exit? [y/N] ")
+                if answer is None or answer.strip().lower() in ("y", "yes"):
+                    return
+                continue
+            text = entry.text
+            if entry.kind != "line" or not text.strip():
+                continue
+            self._echo(text)
+            if text.lstrip().startswith("/"):
+                if await self._command(text.strip()) == "exit":
+                    return
+                continue
+            await self._task(text)
+            if self.exit_after_task:
+                return
+
+    async def _script(self) -> None:
+        plain = self.plain
+        assert plain is not None
+        while True:
+            line = await plain.read_line()
+            if line is None:
+                return
+            text = line.rstrip("\r\n")
+            if not text.strip():
+                continue
+            self.renderer.line(f"› {text}", "dim")
+            if text.lstrip().startswith("/"):
+                if await self._command(text.strip()) == "exit":
+                    return
+                continue
+            await self._task(text)
+            if self.exit_after_task:
+                return
+
+    def _prompt(self) -> str:
+        return paint("›", "call", use_color(sys.stdout)) + " "
+
+    def _take_carry(self) -> str:
+        terminal = self.terminal
+        carry = self._carry or (terminal.unsent if terminal is not None else "")
+        self._carry = ""
+        if terminal is not None:
+            terminal.unsent = ""
+        return carry
+
+    def _echo(self, text: str) -> None:
+        """The message as sent (the line editor erased itself): the first lines of it."""
+        lines = text.split("\n")
+        shown = lines[:_MAX_ECHO_LINES]
+        for index, line in enumerate(shown):
+            self.renderer.line(("› " if index == 0 else "  ") + line, "")
+        if len(lines) > len(shown):
+            self.renderer.line(f"  … (+{len(lines) - len(shown)} lines)", "dim")
+
+    async def _question(self, text: str) -> str | None:
+        assert self.terminal is not None
+        return await self.terminal.question(text)
+
+    # ------------------------------------------------------------------ a task
+
+    async def _task(self, text: str) -> None:
+        session = await self.slot.session()
+        if self._next_model is not None:
+            session.engine.llm, self._next_model = self._next_model, None
+        control = self.control = TaskControl()
+        stats = TaskStats(context_window=session.engine.llm.context_window)
+        started = time.monotonic()
+        approve = approver_for_mode(
+            self.mode, ask=self.asker, permission=session.environment.tool_permission
+        )
+        if self.surface is not None:
+            self.surface.working(started)
+        result = None
+        try:
+            with control.stop_scope:
+                async with trio.open_nursery() as nursery:
+                    if self.terminal is not None:
+                        nursery.start_soon(self._steer, session, control)
+                    result = await render_run(
+                        session,
+                        [om.user_text(text)],
+                        self.renderer,
+                        approve,
+                        control.interrupt,
+                        stats.observe,
+                    )
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.control = None
+            if self.surface is not None:
+                self.surface.working(None)
+        if control.stop_scope.cancelled_caught:
+            self.renderer.finish()
+            self.renderer.line("[stopped]", "warn")
+        elif result is not None and result.status not in ("completed", "aborted"):
+            detail = f": {result.error_message}" if result.error_message else ""
+            self.renderer.line(f"[the task ended: {result.status}{detail}]", "error")
+        self.renderer.line(stats.line(time.monotonic() - started), "dim")
+
+    async def _steer(self, session: Session, control: TaskControl) -> None:
+        """The input line while a Task runs: steering, Ctrl-C, a few slash commands."""
+        terminal, surface = self.terminal, self.surface
+        assert terminal is not None
+        assert surface is not None
+        saved = ""
+        while True:
+            entry = await terminal.read(self._prompt(), default=saved, live=surface.live)
+            saved = ""
+            if entry.kind in ("preempted", "ctrl_c"):
+                saved = entry.text
+                if entry.kind == "ctrl_c":
+                    self._press(control)
+                continue
+            if entry.kind != "line":
+                return  # end of input: Ctrl-C now arrives as a signal
+            text = entry.text
+            if not text.strip():
+                continue
+            if text.lstrip().startswith("/"):
+                await self._command_during_task(text.strip(), control)
+                continue
+            if session.steer([om.user_text(text)]):
+                self.renderer.line(f"[steering queued] {shorten(text)}", "note")
+            else:  # the Task is ending: offer it again on the next prompt
+                self._carry = text
+
+    async def _command_during_task(self, text: str, control: TaskControl) -> None:
+        name = text.split(maxsplit=1)[0]
+        if name not in COMMANDS or name in _DURING_A_TASK:
+            if await self._command(text) == "exit":
+                self.exit_after_task = True
+                control.stop_scope.cancel()
+            return
+        self.renderer.line(f"[{name} waits until the task ends; Ctrl-C interrupts it]", "warn")
+
+    # ------------------------------------------------------------------ slash commands
+
+    async def _command(self, text: str) -> Literal["exit"] | None:
+        name, *args = text.split()
+        say = self.renderer.line
+        if name in ("/exit", "/quit"):
+            return "exit"
+        if name == "/help":
+            for command, (arguments, summary) in COMMANDS.items():
+                say(f"  {command + arguments:<30} {summary}", "dim")
+        elif name == "/clear":
+            await self._clear()
+        elif name == "/compact":
+            await self._compact()
+        elif name == "/approve":
+            self._approve(args)
+        elif name == "/verbose":
+            self.renderer.verbose = not self.renderer.verbose
+            full = "on: thinking and tool output stream in full"
+            say(f"[verbose {full if self.renderer.verbose else 'off'}]", "note")
+        elif name == "/model":
+            await self._model(args)
+        elif name == "/processes":
+            await self._processes()
+        elif name == "/kill":
+            await self._kill(args)
+        else:
+            say(f"unknown command {name}; /help lists them", "error")
+        return None
+
+    def _approve(self, args: list[str]) -> None:
+        if not args:
+            choices = ", ".join(APPROVAL_MODES)
+            self.renderer.line(f"[approval mode: {self.mode} (one of {choices})]", "note")
+            return
+        try:
+            self.mode = parse_approval_mode(" ".join(args))
+        except ApprovalModeError as exc:
+            self.renderer.line(str(exc), "error")
+            return
+        self.renderer.line(f"[approval mode for the next calls: {self.mode}]", "note")
+
+    async def _clear(self) -> None:
+        session = await self.slot.session()
+        old = session.session_id
+        workspace, model = session.workspace_dir, session.engine.llm.model
+        await self.slot.close()
+        self.slot.open(lambda: self._new(workspace, model.provider, model.model_id))
+        new = await self.slot.session()
+        self.renderer.line(
+            f"[new session {new.session_id}; the last one stays resumable: "
+            f"penguin chat --resume {old}]",
+            "note",
+        )
+
+    async def _compact(self) -> None:
+        session = await self.slot.session()
+        if session.engine.ledger.turns == 0:
+            self.renderer.line(
+                "[nothing to compact: the context has no model turns since it began]", "note"
+            )
+            return
+        control = self.control = TaskControl(graceful=False)
+        result = None
+        try:
+            with control.stop_scope:
+                async with session.compact() as stream:
+                    async for message in stream:
+                        if not om.is_partial(message):
+                            self.renderer.show(message)
+                    result = stream.result
+        finally:
+            self.control = None
+        if result is None:
+            self.renderer.line("[compaction stopped; the context is unchanged]", "warn")
+        elif result.status != "completed" and result.error_message:
+            self.renderer.line(f"[compaction {result.status}: {result.error_message}]", "error")
+
+    async def _model(self, args: list[str]) -> None:
+        session = await self.slot.session()
+        if not args:
+            llm = self._next_model or session.engine.llm
+            window = llm.context_window
+            known = f" (context window {window:,} tokens)" if window else ""
+            self.renderer.line(f"[model: {llm.model.provider}/{llm.model.model_id}{known}]", "note")
+            return
+        if len(args) != 2:
+            self.renderer.line("usage: /model [PROVIDER MODEL_ID]", "error")
+            return
+        agent = await self._agent_of()
+        try:
+            client = agent.model_client(provider=args[0], model_id=args[1])
+        except cfg.ConfigError as exc:
+            self.renderer.line(str(exc), "error")
+            return
+        self._clients.append(client)
+        self._next_model = client
+        self.renderer.line(f"[model for the next task: {args[0]}/{args[1]}]", "note")
+
+    async def _processes(self) -> None:
+        environment = (await self.slot.session()).environment
+        await environment.probe_background_command_services()
+        commands = environment.list_background_commands()
+        if not commands:
+            self.renderer.line("[no background commands]", "note")
+            return
+        for command in commands:
+            state = "running" if command.running else "exited"
+            url = command.service_url or "-"
+            shown = shorten(command.cmd, 60)
+            self.renderer.line(f"  {command.process_id}  {state:<7}  {url}  {shown}")
+
+    async def _kill(self, args: list[str]) -> None:
+        if len(args) != 1:
+            self.renderer.line("usage: /kill PROCESS_ID (/processes lists them)", "error")
+            return
+        environment = (await self.slot.session()).environment
+        if await environment.kill_background_command(args[0]):
+            self.renderer.line(f"[killed {args[0]}]", "note")
+        else:
+            self.renderer.line(f"[no background command {args[0]}; /processes lists them]", "error")
+
+
+async def _no_line() -> str | None:
+    return None
+
+
+def _is_a_terminal(stream: Any) -> bool:
+    try:
+        return stream is not None and bool(stream.isatty())
+    except ValueError:  # closed
+        return False
+
+
+def _header(plan: _Plan, mode: ApprovalMode) -> str:
+    return " · ".join(
+        (
+            "penguin chat",
+            f"{plan.provider}/{plan.model_id}",
+            str(plan.workspace),
+            f"approve {mode}",
+            "/help for commands",
+        )
+    )
+
+
+def _history(plan: _Plan, color: bool) -> list[str]:
+    """The resumed session's past, compactly (the trace files, oldest first)."""
+    from penguin.trace import read_trace
+
+    assert plan.resume is not None
+    location = plan.resume
+    shown: list[str] = []
+    traces = location.path.parents[1]
+    for path in trace_files(traces, location.session_id):
+        for text, style in history_lines(read_trace(path)):
+            shown.append(paint(text, style, color))
+    if len(shown) > 60:
+        shown = [paint(f"… ({len(shown) - 60} earlier lines)", "dim", color), *shown[-60:]]
+    return [*shown, paint(f"[resumed session {location.session_id}]", "note", color)]
+
+
+def _main(args: argparse.Namespace) -> int:
+    mode = approval_mode_of(args)
+    if mode is None:
+        return 1
+    if (args.provider is None) != (args.model_id is None):
+        print("penguin chat: give --provider and --model-id together", file=sys.stderr)
+        return 1
+    plan: _Plan | None = None
+    try:
+        paths = cfg.AgentPaths(args.root, args.project_id, args.agent_id)
+        plan = _plan(args, paths)
+        color = use_color(sys.stdout)
+        print(paint(_header(plan, mode), "dim", color), flush=True)
+        if plan.resume is not None:
+            for line in _history(plan, color):
+                print(line)
+        chat = _Chat(args, paths, mode, plan)
+        return trio.run(chat.main)
+    except (PenguinError, OSError) as exc:
+        print(f"penguin chat: {_reason(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C before the chat routes it (while it starts)
+        return 130
+    finally:
+        if plan is not None and plan.lock is not None:
+            plan.lock.release()
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
