@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("_run", "run one task with the configured model"),
     "demo": ("_demo", "run a scripted task end to end (no model, no network needed)"),
     "tool": ("_tool", "run one tool call through the Environment (no model needed)"),
+    "batch": ("_batch", "run a file of tasks, many sessions at a time, one result each"),
     "config": ("_config", "configure the project's models and the agent's vault"),
 }
 
