@@ -39,9 +39,9 @@ def check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise BatchOptionError("backend", f"unknown backend {backend!r}: use local or ray")
     if backend == "ray":
-        from ._ray import import_ray
+        from ._ray import check_ray
 
-        import_ray()
+        check_ray()
 
 
 @trio.as_safe_channel

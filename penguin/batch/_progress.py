@@ -85,9 +85,14 @@ class BatchProgress:
         ]
         return ", ".join(parts)
 
-    def finished_line(self, result: BatchResult) -> str:
-        """The line a finished task gets when the output is not a terminal."""
-        head = f"[{self.done}/{self.total}] {result.id} {result.status} in {result.wall_s:.1f} s"
+    def finished_line(self, result: BatchResult, number: int | None = None) -> str:
+        """The line a finished task gets when the output is not a terminal.
+
+        ``number`` is the result's place in the output (default: the tasks done so
+        far; results that arrive together are shown one by one after the count).
+        """
+        place = self.done if number is None else number
+        head = f"[{place}/{self.total}] {result.id} {result.status} in {result.wall_s:.1f} s"
         detail = f"{result.turns} turns, {result.tool_calls} tool calls"
         if result.error and result.status != "completed":
             detail += f"; {result.error}"

@@ -26,8 +26,8 @@ the environment (nothing written under ``~/.ray``), and every file under a short
 temporary directory (Ray's socket paths have a length limit) that is removed after.
 
 The agent's configuration (models, command policy, system config, vault) is sent to
-the workers and written under their data root where it is missing, so a node of
-a real cluster runs the batch with the driver's model. Traces stay where the
+the workers and written under their data root where it differs, so every node runs
+the batch with the driver's model and policy. Traces stay where the
 sessions wrote them; ``gather_traces`` sends each one back and the driver writes
 it under its own agent, as if the task had run here.
 
@@ -39,10 +39,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.util
+import logging
 import math
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -68,7 +71,7 @@ __all__ = [
     "POLL_TIMEOUT_S",
     "BatchWorker",
     "RayDriver",
-    "import_ray",
+    "check_ray",
 ]
 
 INSTALL_COMMAND: Final = "pip install 'penguin[ray]'"
@@ -93,14 +96,20 @@ _AGENT_FILES: Final = ("project_config", "system_config", "vault")
 """The agent's files a worker needs (attributes of AgentPaths)."""
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, or :class:`BackendUnavailableError` with the install command."""
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise BackendUnavailableError(
-            "ray", f"--backend ray needs Ray, which is not installed here: {INSTALL_COMMAND}"
-        ) from None
+def check_ray() -> None:
+    """:class:`BackendUnavailableError`, with the install command, when ray is not installed.
+
+    Only looks: ray is imported when the batch connects, after the environment a
+    local cluster needs is in place (Ray reads some of it once, at import).
+    """
+    if "ray" in sys.modules:
+        if sys.modules["ray"] is not None:
+            return
+    elif importlib.util.find_spec("ray") is not None:
+        return
+    raise BackendUnavailableError(
+        "ray", f"--backend ray needs Ray, which is not installed here: {INSTALL_COMMAND}"
+    )
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -117,7 +126,7 @@ class BatchWorker:
     def __init__(
         self, settings: Mapping[str, Any], agent_files: Mapping[str, bytes], gather: bool
     ) -> None:
-        """A worker for the batch ``settings``; writes the agent's files where missing."""
+        """A worker for the batch ``settings``; makes the node's agent files the driver's."""
         self._settings = _settings_from_wire(settings)
         self._gather = gather
         self._ready = threading.Condition()
@@ -130,7 +139,7 @@ class BatchWorker:
         self._scope: trio.CancelScope | None = None
         self._interrupted = False
         self._stopped = False
-        _write_missing_agent_files(self._settings, agent_files)
+        _write_agent_files(self._settings, agent_files)
 
     def run_share(self, tasks: list[dict[str, Any]]) -> int:
         """Run ``tasks`` (task objects) to the end; the number of results produced."""
@@ -221,17 +230,23 @@ def _read_traces(result: BatchResult) -> list[list[Any]]:
     return found
 
 
-def _write_missing_agent_files(settings: BatchSettings, files: Mapping[str, bytes]) -> None:
+def _write_agent_files(settings: BatchSettings, files: Mapping[str, bytes]) -> None:
+    """Make this node's copies of the agent's files the driver's (0600, atomically)."""
     paths = cfg.AgentPaths(settings.root, settings.project_id, settings.agent_id)
     for name in _AGENT_FILES:
         data = files.get(name)
         target: Path = getattr(paths, name)
-        if data is None or target.exists():
+        if data is None:
             continue
+        with contextlib.suppress(OSError):
+            if target.read_bytes() == data:
+                continue  # the same file (the driver's own machine, or done before)
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        partial.replace(target)
 
 
 def _settings_to_wire(settings: BatchSettings) -> dict[str, Any]:
@@ -274,9 +289,9 @@ class _Share:
 class RayDriver:
     """Runs a batch on a Ray cluster from a Trio program; see the module docstring."""
 
-    def __init__(self, ray: Any, address: str | None) -> None:
-        """Use the ``ray`` module on the cluster at ``address`` (None: a local one)."""
-        self._ray = ray
+    def __init__(self, address: str | None) -> None:
+        """A driver for the cluster at ``address`` (None: a local one, for the batch)."""
+        self._ray: Any = None
         self._address = address
         self._threads = trio.CapacityLimiter(8)
         self._run_id = secrets.token_hex(4)
@@ -286,7 +301,8 @@ class RayDriver:
     @classmethod
     def check(cls, *, address: str | None) -> RayDriver:
         """A driver, or :class:`BackendUnavailableError` when Ray is not installed."""
-        return cls(import_ray(), address)
+        check_ray()
+        return cls(address)
 
     async def run(
         self,
@@ -344,19 +360,16 @@ class RayDriver:
     @asynccontextmanager
     async def _connected(self) -> AsyncIterator[None]:
         """Connected to the cluster for the block: an existing one, or a local one."""
-        ray = self._ray
-        if ray.is_initialized():
-            yield  # the process's own connection: leave it as it is
-            return
-        if self._address is not None:
-            await self._call(
-                functools.partial(
-                    ray.init,
-                    address=self._address,
-                    namespace=NAMESPACE,
-                    log_to_driver=False,
-                    logging_level="warning",
-                )
+        if self._address is not None or _ray_connected():
+            ray = self._ray = importlib.import_module("ray")
+            if ray.is_initialized():
+                yield  # the process's own connection: leave it as it is
+                return
+            await self._init(
+                address=self._address,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                logging_level="warning",
             )
             try:
                 yield
@@ -369,27 +382,26 @@ class RayDriver:
             shutil.rmtree(temp_dir, ignore_errors=True)
             temp_dir = Path(tempfile.mkdtemp(prefix="penguin-ray-", dir="/tmp"))
         try:
-            with _local_cluster_environment(ray):
-                context = await self._call(
-                    functools.partial(
-                        ray.init,
-                        address="local",
-                        namespace=NAMESPACE,
-                        _node_ip_address="127.0.0.1",
-                        _temp_dir=str(temp_dir),
-                        include_dashboard=False,
-                        log_to_driver=False,
-                        logging_level="warning",
-                        object_store_memory=128 * 1024 * 1024,
-                    )
+            with _local_cluster_environment():
+                ray = self._ray = importlib.import_module("ray")
+                _keep_loopback(ray)
+                context = await self._init(
+                    address="local",
+                    namespace=NAMESPACE,
+                    _node_ip_address="127.0.0.1",
+                    _temp_dir=str(temp_dir),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level="warning",
+                    object_store_memory=128 * 1024 * 1024,
                 )
                 try:
                     node_ip = context.address_info.get("node_ip_address")
                     if node_ip != "127.0.0.1":
                         raise BackendUnavailableError(
                             "ray",
-                            f"the local Ray cluster bound to {node_ip} instead of 127.0.0.1; "
-                            "not running on it (start one with `ray start --head "
+                            f"the local Ray cluster bound to {node_ip}, not 127.0.0.1; not "
+                            "running on it (start one with `ray start --head "
                             "--node-ip-address 127.0.0.1` and pass --ray-address)",
                         )
                     yield
@@ -410,6 +422,10 @@ class RayDriver:
 
     async def _call(self, fn: Callable[[], Any]) -> Any:
         return await trio.to_thread.run_sync(fn, limiter=self._threads)
+
+    async def _init(self, **options: Any) -> Any:
+        with _quiet_init():
+            return await self._call(functools.partial(self._ray.init, **options))
 
     async def _drive(self, context: _RunContext, share: _Share, name: str) -> None:
         """Run one share on one new worker; on its loss, the unfinished tasks once more."""
@@ -575,28 +591,83 @@ def _write_traces(
     return local
 
 
+class _OffMainThreadNotice(logging.Filter):
+    """Drops Ray's notice that ``ray.init`` off the main thread sets no SIGTERM handler.
+
+    The driver calls ``ray.init`` in a worker thread on purpose, and the signals of
+    the process belong to the command line, not to Ray.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
 @contextlib.contextmanager
-def _local_cluster_environment(ray: Any) -> Iterator[None]:
+def _quiet_init() -> Iterator[None]:
+    ray_logger = logging.getLogger("ray._private.worker")
+    notice = _OffMainThreadNotice()
+    ray_logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        ray_logger.removeFilter(notice)
+
+
+def _ray_connected() -> bool:
+    """Whether this process already has a Ray connection (then the batch uses it)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
+
+
+@contextlib.contextmanager
+def _local_cluster_environment() -> Iterator[None]:
     """The environment a local cluster starts in (and lives in): loopback, no statistics.
 
     Set for the cluster's whole life, restored after: the processes Ray starts
-    inherit it, and this process keeps the authentication token it needs.
+    inherit it, and this process keeps the authentication token it needs. A Ray
+    imported before reads its configuration again (it reads it once, at import).
     """
     values = dict(_LOCAL_ENV)
     if not any(os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")):
         values["RAY_AUTH_MODE"] = "token"
         values["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     saved = {name: os.environ.get(name) for name in values}
-    constants: Any = importlib.import_module("ray._private.ray_constants")
-    cluster_flag = constants.ENABLE_RAY_CLUSTER
+    imported = sys.modules.get("ray") is not None
     os.environ.update(values)
-    constants.ENABLE_RAY_CLUSTER = False  # read at import; this process imported ray already
+    if imported:
+        _reread_ray_config()
     try:
         yield
     finally:
-        constants.ENABLE_RAY_CLUSTER = cluster_flag
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        _restore_cluster_flag()
+        if sys.modules.get("ray") is not None:
+            _reread_ray_config()
+
+
+def _reread_ray_config() -> None:
+    raylet: Any = importlib.import_module("ray._raylet")
+    raylet.Config.initialize("")
+
+
+def _keep_loopback(ray: Any) -> None:
+    """Make this process's Ray keep a node address of 127.0.0.1.
+
+    Ray turns 127.0.0.1 into the machine's public address unless multi-node
+    clusters are off; it reads that flag at import, so it is set on the module (and
+    read again from the environment when the local cluster's environment goes).
+    """
+    constants: Any = importlib.import_module("ray._private.ray_constants")
+    constants.ENABLE_RAY_CLUSTER = False
+
+
+def _restore_cluster_flag() -> None:
+    constants: Any = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = constants.env_bool(
+            constants.ENABLE_RAY_CLUSTERS_ENV_VAR, not constants.IS_WINDOWS_OR_OSX
+        )

@@ -254,13 +254,15 @@ class ProgressDisplay:
         self._out = out
         self._live = live
         self._drawn = False
+        self._shown = 0
 
     def finished(self, result: batch.BatchResult) -> None:
         """A result was written."""
+        self._shown += 1
         if self._live:
             self._draw()
         else:
-            self._write(self._progress.finished_line(result) + "\n")
+            self._write(self._progress.finished_line(result, self._shown) + "\n")
 
     def note(self, text: str) -> None:
         """A message of its own, above the live line."""
