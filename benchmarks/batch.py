@@ -16,8 +16,13 @@ b. ``--ray-tasks`` tasks (200) on the Ray backend with 2 local workers against t
    share is reported apart: its start-up (the local cluster and the workers, up to
    the first task starting) and the rest, which is transport and the two loops.
 
-Each part runs in a fresh interpreter (so peak RSS is that part's own). The machine
-is shared with other work: the figures vary from run to run by tens of percent.
+Each part runs in a fresh interpreter (so peak RSS is that part's own), with ``HOME``
+set to an empty directory: every session starts one login shell (``bash -l``) to read
+the environment, and a user's profile (pyenv's rehash, say) can make that cost more
+than everything else a task does, and contend for locks between sessions. Its cost
+with the real ``HOME`` and with the empty one is printed first; ``--real-home`` runs
+the parts with the real one. The machine is shared with other work: the figures vary
+from run to run by tens of percent.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -181,7 +187,9 @@ def _part(args: argparse.Namespace) -> None:
     print(json.dumps(figures))
 
 
-def _spawn_part(part: str, root: Path, count: int, concurrency: int) -> dict[str, Any]:
+def _spawn_part(
+    part: str, root: Path, count: int, concurrency: int, env: dict[str, str] | None
+) -> dict[str, Any]:
     done = subprocess.run(
         [
             *(sys.executable, "-m", "benchmarks.batch", "--part", part, "--root", str(root)),
@@ -190,6 +198,7 @@ def _spawn_part(part: str, root: Path, count: int, concurrency: int) -> dict[str
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if done.returncode != 0:
         raise SystemExit(f"the {part} part failed:\n{done.stderr[-3000:]}")
@@ -221,6 +230,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--ray-tasks", type=int, default=200)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--real-home", action="store_true", help="keep HOME for the parts")
     parser.add_argument("--quick", action="store_true", help="100 tasks, 30 sequential, 40 on Ray")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--part", default=None, help=argparse.SUPPRESS)
@@ -253,28 +263,49 @@ def main() -> None:
                 cfg.load_project_config(paths.project_config), entry, set_default=True
             )
             cfg.save_project_config(paths.project_config, project)
-            _report(args, root)
+            home = Path(scratch) / "home"
+            home.mkdir()
+            env = None if args.real_home else {**os.environ, "HOME": str(home)}
+            _login_probe(home)
+            _report(args, root, env)
         finally:
             if server.stdin is not None:
                 server.stdin.close()
             server.wait(timeout=30)
 
 
-def _report(args: argparse.Namespace, root: Path) -> None:
+def _login_probe(home: Path) -> None:
+    def cost(env: dict[str, str] | None) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for _ in range(5):
+            subprocess.run(
+                ["bash", "-lc", "env -0"], stdout=subprocess.DEVNULL, env=env, check=False
+            )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        return 1000 * used / 5
+
+    empty = {**os.environ, "HOME": str(home)}
+    print(
+        f"(one session's login shell, `bash -l`: {cost(None):.0f} ms CPU with this HOME, "
+        f"{cost(empty):.0f} ms with an empty one)"
+    )
+
+
+def _report(args: argparse.Namespace, root: Path, env: dict[str, str] | None) -> None:
     print(
         f"(a) {args.tasks:,} scripted tasks of {args.calls} tool calls each, local backend at "
         f"concurrency {args.concurrency}, against tasks one after another through Session.run"
     )
-    local = _spawn_part("local", root, args.tasks, args.concurrency)
-    sequential = _spawn_part("sequential", root, args.sequential, 1)
+    local = _spawn_part("local", root, args.tasks, args.concurrency, env)
+    sequential = _spawn_part("sequential", root, args.sequential, 1, env)
     print(_row(f"batch, concurrency {args.concurrency}", args.tasks, local))
     print(_row("one after another", args.sequential, sequential))
     gain = (args.tasks / local["wall"]) / (args.sequential / sequential["wall"])
     print(f"    concurrency gain       {gain:5.1f} x tasks per second")
     print(
         "    (CPU is the penguin process's own; 'tools' is that of the processes it ran: each\n"
-        "     session's one login-environment probe, `bash -l`, and its commands; RSS is\n"
-        "     each part's own interpreter)"
+        "     session's login shell and its commands; RSS is each part's own interpreter)"
     )
     if args.no_ray:
         return
@@ -283,8 +314,8 @@ def _report(args: argparse.Namespace, root: Path) -> None:
     if importlib.util.find_spec("ray") is None:
         print("    skipped: ray is not installed (pip install 'penguin[ray]')")
         return
-    local_small = _spawn_part("local", root, args.ray_tasks, args.concurrency)
-    on_ray = _spawn_part("ray", root, args.ray_tasks, args.concurrency)
+    local_small = _spawn_part("local", root, args.ray_tasks, args.concurrency, env)
+    on_ray = _spawn_part("ray", root, args.ray_tasks, args.concurrency, env)
     print(_row("local", args.ray_tasks, local_small))
     print(_row("ray, 2 workers", args.ray_tasks, on_ray))
     ratio = on_ray["wall"] / local_small["wall"]

@@ -319,10 +319,12 @@ class RayDriver:
         """Run ``tasks`` on ``workers`` actors, ``emit``-ting each result as it arrives."""
         if not tasks:
             return
-        traces_dir = cfg.AgentPaths(settings.root, settings.project_id, settings.agent_id)
+        paths = cfg.AgentPaths(settings.root, settings.project_id, settings.agent_id)
         agent_files = await trio.to_thread.run_sync(_read_agent_files, settings)
         async with self._connected():
             count = workers or await self._default_workers(len(tasks), settings.concurrency)
+            count = min(count, len(tasks))
+            self._threads.total_tokens = count + 4  # each worker's poll waits in a thread
             cpus = await self._call(self._cluster_cpus)
             per_worker = min(1.0, cpus / count) if cpus > 0 else 0.0
             context = _RunContext(
@@ -338,7 +340,7 @@ class RayDriver:
                 settings=settings,
                 agent_files=agent_files,
                 gather=gather_traces,
-                traces_dir=traces_dir.traces_dir,
+                traces_dir=paths.traces_dir,
                 emit=emit,
                 interrupt=interrupt,
                 on_start=on_start,
