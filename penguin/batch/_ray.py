@@ -121,39 +121,32 @@ class BatchWorker:
     ``run_share`` runs the share to the end; ``take`` (called concurrently, in
     another of the actor's threads) hands over what started and finished since the
     last call; ``interrupt`` and ``stop`` reach into the Trio loop from outside.
+
+    Every method is synchronous, on purpose: Ray makes an actor with any ``async
+    def`` method an asyncio actor, whose methods all share one event loop, and then
+    ``take`` would wait behind ``run_share``. The Trio side is :class:`_ShareLoop`.
     """
 
     def __init__(
         self, settings: Mapping[str, Any], agent_files: Mapping[str, bytes], gather: bool
     ) -> None:
         """A worker for the batch ``settings``; makes the node's agent files the driver's."""
-        self._settings = _settings_from_wire(settings)
-        self._gather = gather
-        self._ready = threading.Condition()
-        self._started: list[str] = []
-        self._results: list[dict[str, Any]] = []
-        self._finished = False
-        self._failure: str | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._interrupt: trio.Event | None = None
-        self._scope: trio.CancelScope | None = None
-        self._interrupted = False
-        self._stopped = False
-        _write_agent_files(self._settings, agent_files)
+        self._loop = _ShareLoop(_settings_from_wire(settings), gather)
+        _write_agent_files(self._loop.settings, agent_files)
 
     def run_share(self, tasks: list[dict[str, Any]]) -> int:
-        """Run ``tasks`` (task objects) to the end; the number of results produced."""
+        """Run ``tasks`` (task objects) to the end; the number of tasks."""
+        loop = self._loop
         try:
-            share = [BatchTask.from_json(task) for task in tasks]
-            trio.run(self._main, share)
+            trio.run(loop.main, [BatchTask.from_json(task) for task in tasks])
         except BaseException as exc:
-            with self._ready:
-                self._failure = f"{type(exc).__name__}: {exc}"
+            with loop.ready:
+                loop.failure = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            with self._ready:
-                self._finished = True
-                self._ready.notify_all()
+            with loop.ready:
+                loop.finished = True
+                loop.ready.notify_all()
         return len(tasks)
 
     def take(self, wait_s: float) -> dict[str, Any]:
@@ -161,63 +154,85 @@ class BatchWorker:
 
         ``{"started": [id...], "results": [{"result": obj, "traces": [[rel, bytes]...]}],
         "finished": bool, "failure": str | None}``; ``finished`` once ``run_share`` is
-        done and everything it produced has been taken.
+        done (and then this call holds everything it produced).
         """
-        with self._ready:
-            self._ready.wait_for(lambda: self._started or self._results or self._finished, wait_s)
-            started, self._started = self._started, []
-            results, self._results = self._results, []
+        loop = self._loop
+        with loop.ready:
+            loop.ready.wait_for(lambda: loop.started or loop.results or loop.finished, wait_s)
+            started, loop.started = loop.started, []
+            results, loop.results = loop.results, []
             return {
                 "started": started,
                 "results": results,
-                "finished": self._finished,
-                "failure": self._failure,
+                "finished": loop.finished,
+                "failure": loop.failure,
             }
 
     def interrupt(self) -> None:
         """Interrupt the running tasks gracefully; waiting ones will not start."""
-        with self._ready:
-            self._interrupted = True
-            token, event = self._token, self._interrupt
+        loop = self._loop
+        with loop.ready:
+            loop.interrupted = True
+            token, event = loop.token, loop.interrupt
         if token is not None and event is not None:
             with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(event.set, trio_token=token)
 
     def stop(self) -> None:
         """Stop everything at once (each session still ends its processes)."""
-        with self._ready:
-            self._stopped = True
-            token, scope = self._token, self._scope
+        loop = self._loop
+        with loop.ready:
+            loop.stopped = True
+            token, scope = loop.token, loop.scope
         if token is not None and scope is not None:
             with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(scope.cancel, trio_token=token)
 
-    async def _main(self, share: list[BatchTask]) -> None:
+
+class _ShareLoop:
+    """A worker's Trio side, and what it shares with the actor's other threads."""
+
+    def __init__(self, settings: BatchSettings, gather: bool) -> None:
+        self.settings = settings
+        self.gather = gather
+        self.ready = threading.Condition()
+        """Guards everything below; notified when something started or finished."""
+        self.started: list[str] = []
+        self.results: list[dict[str, Any]] = []
+        self.finished = False
+        self.failure: str | None = None
+        self.token: trio.lowlevel.TrioToken | None = None
+        self.interrupt: trio.Event | None = None
+        self.scope: trio.CancelScope | None = None
+        self.interrupted = False
+        self.stopped = False
+
+    async def main(self, share: list[BatchTask]) -> None:
         interrupt = trio.Event()
         with trio.CancelScope() as scope:
-            with self._ready:
-                self._token = trio.lowlevel.current_trio_token()
-                self._interrupt, self._scope = interrupt, scope
-                if self._interrupted:
+            with self.ready:
+                self.token = trio.lowlevel.current_trio_token()
+                self.interrupt, self.scope = interrupt, scope
+                if self.interrupted:
                     interrupt.set()
-                if self._stopped:
+                if self.stopped:
                     scope.cancel()
             await run_tasks(
-                share, self._settings, emit=self._emit, interrupt=interrupt, on_start=self._start
+                share, self.settings, emit=self.emit, interrupt=interrupt, on_start=self.start
             )
 
-    def _start(self, task: BatchTask) -> None:
-        with self._ready:
-            self._started.append(task.id)
-            self._ready.notify_all()
+    def start(self, task: BatchTask) -> None:
+        with self.ready:
+            self.started.append(task.id)
+            self.ready.notify_all()
 
-    async def _emit(self, result: BatchResult) -> None:
+    async def emit(self, result: BatchResult) -> None:
         traces: list[list[Any]] = []
-        if self._gather and result.trace_path is not None:
+        if self.gather and result.trace_path is not None:
             traces = await trio.to_thread.run_sync(_read_traces, result)
-        with self._ready:
-            self._results.append({"result": result.to_json(), "traces": traces})
-            self._ready.notify_all()
+        with self.ready:
+            self.results.append({"result": result.to_json(), "traces": traces})
+            self.ready.notify_all()
 
 
 def _read_traces(result: BatchResult) -> list[list[Any]]:

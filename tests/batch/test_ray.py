@@ -260,6 +260,41 @@ async def test_b2_4_results_match_the_local_backend_and_traces_are_gathered(
     )
 
 
+async def test_b2_4_results_stream_back_as_each_task_ends_and_ctrl_c_aborts_the_rest(
+    cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, driver_home = model
+    log = tmp_path / "times.log"
+    scripts.scripts = {"slow": [logged_exec(log, "slow", "sleep 60.274")]}
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("slow"), task_line("fast")])
+    out = tmp_path / "results.jsonl"
+    flags = ["--backend", "ray", "--ray-address", cluster.address, "--workers", "1"]
+    with (tmp_path / "stderr").open("wb") as err:
+        process = await trio.lowlevel.open_process(
+            [*PENGUIN, "batch", str(tasks), "-o", str(out), *flags],
+            env={**cluster.env, "PENGUIN_HOME": str(driver_home)},
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        try:
+            await wait_until(lambda: "slow" in read_log(log), within=120)
+            await wait_until(lambda: out.exists() and b"fast" in out.read_bytes(), within=60)
+            # One worker runs both: the fast result came back while the slow task runs.
+            assert [what for what, _ in read_log(log)["slow"]] == ["start"]
+            assert [p for p in processes_with("sleep 60.274") if p.name() == "sleep"]
+            process.send_signal(signal.SIGINT)
+            with trio.fail_after(60):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert code == 130, (tmp_path / "stderr").read_text()
+    results = results_of(out)
+    assert {k: r["status"] for k, r in results.items()} == {"fast": "completed", "slow": "aborted"}
+    await wait_until(lambda: processes_with("sleep 60.274") == [])
+
+
 async def test_b2_5_a_killed_worker_s_tasks_are_retried_once_and_nothing_is_written_twice(
     cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
 ) -> None:
