@@ -19,7 +19,7 @@ is interrupted do not start and get no result (``--resume`` runs them later).
 Whatever goes wrong with one task (a missing template, a workspace that is not a
 directory, no such model) is that task's ``error`` result; the batch goes on.
 
-Sessions share one model client per model (its connection pool), at most
+Sessions share model clients (their connection pools), at most
 :data:`SESSIONS_PER_CLIENT` at a time on each, instead of opening a client each.
 """
 
@@ -59,8 +59,12 @@ __all__ = [
 
 HARD_STOP_GRACE_S: Final = 10.0
 """Seconds between a task's graceful interrupt and its hard stop."""
-SESSIONS_PER_CLIENT: Final = 64
-"""Sessions sharing one model client at a time (its pool holds 100 connections)."""
+SESSIONS_PER_CLIENT: Final = 16
+"""Sessions sharing one model client at a time.
+
+A client's pool looks at every connection it holds for each request, so fewer
+sessions per client keep that cheap; a new client costs its TLS context (~20 ms).
+"""
 
 
 @attrs.frozen(kw_only=True)
@@ -281,8 +285,8 @@ class _TaskRunner:
         mode = task.approve if task.approve is not None else self.settings.approve
         max_turns = task.max_turns if task.max_turns is not None else self.settings.max_turns
         async with (
-            self.clients.lease(provider, model_id) as llm,
-            self.agent.session(workspace, llm) as session,
+            self.clients.lease(provider, model_id) as (llm, vision),
+            self.agent.session(workspace, llm, vision=vision) as session,
         ):
             tally.session_id = session.session_id
             tally.trace_path = str(session.trace_path)
@@ -325,6 +329,7 @@ def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:
 @attrs.define
 class _Lease:
     client: OpenAIChatLLM
+    vision: bool
     users: int = 0
 
 
@@ -348,8 +353,14 @@ class _ModelClients:
         self._leases.clear()
 
     @asynccontextmanager
-    async def lease(self, provider: str | None, model_id: str | None) -> AsyncIterator[LLM]:
-        """A client of the model (the project's default for None, None) for one session."""
+    async def lease(
+        self, provider: str | None, model_id: str | None
+    ) -> AsyncIterator[tuple[LLM, bool]]:
+        """A client of the model (the project's default for None, None) for one session.
+
+        With it, whether the model takes images, read once per client rather than
+        once per session.
+        """
         key = (provider, model_id)
         async with self._opening:
             leases = self._leases.setdefault(key, [])
@@ -357,15 +368,22 @@ class _ModelClients:
             if free:
                 lease = min(free, key=lambda lease: lease.users)
             else:
-                client = await trio.to_thread.run_sync(
-                    functools.partial(
-                        self._agent.model_client, provider=provider, model_id=model_id
-                    )
+                client, vision = await trio.to_thread.run_sync(
+                    self._open_client, provider, model_id
                 )
-                lease = _Lease(client)
+                lease = _Lease(client, vision)
                 leases.append(lease)
             lease.users += 1
         try:
-            yield lease.client
+            yield lease.client, lease.vision
         finally:
             lease.users -= 1
+
+    def _open_client(
+        self, provider: str | None, model_id: str | None
+    ) -> tuple[OpenAIChatLLM, bool]:
+        entry = cfg.resolve_model(
+            self._agent.project_config(), provider=provider, model_id=model_id
+        )
+        client = self._agent.model_client(provider=entry.provider, model_id=entry.model_id)
+        return client, entry.vision
