@@ -45,6 +45,7 @@ import math
 import os
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -137,6 +138,12 @@ class BatchWorker:
     def run_share(self, tasks: list[dict[str, Any]]) -> int:
         """Run ``tasks`` (task objects) to the end; the number of tasks."""
         loop = self._loop
+        # Ray starts its processes with SIGINT blocked, and a blocked signal stays
+        # blocked in every process started from this thread: the tools' commands would
+        # not stop on Ctrl-C (input_command's \x03, a tty's interrupt key) as they do
+        # elsewhere. Ray runs each worker in a process group of its own, so a terminal's
+        # Ctrl-C still does not reach the worker itself.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         try:
             trio.run(loop.main, [BatchTask.from_json(task) for task in tasks])
         except BaseException as exc:
@@ -621,7 +628,13 @@ class _OffMainThreadNotice(logging.Filter):
 
 @contextlib.contextmanager
 def _quiet_init() -> Iterator[None]:
-    ray_logger = logging.getLogger("ray._private.worker")
+    # Ray's own logger (the one that says it), taken from the module that logs it.
+    ray_logger: logging.Logger | None = getattr(
+        importlib.import_module("ray._private.worker"), "logger", None
+    )
+    if ray_logger is None:
+        yield
+        return
     notice = _OffMainThreadNotice()
     ray_logger.addFilter(notice)
     try:

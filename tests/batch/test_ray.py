@@ -210,7 +210,7 @@ async def test_b2_4_results_match_the_local_backend_and_traces_are_gathered(
                 {"description": "note", "file_path": "note.txt", "content": f"{task_id}\n"},
                 cached_tokens=n,
             ),
-            exec_reply("cat note.txt"),
+            exec_reply("cat note.txt; grep SigBlk /proc/self/status"),
             text_reply(f"wrote {task_id}"),
         ]
     tasks = write_tasks(
@@ -251,6 +251,8 @@ async def test_b2_4_results_match_the_local_backend_and_traces_are_gathered(
         (original,) = (worker_agent / "traces").rglob(trace.name)  # written by the worker
         gathered = await trio.Path(trace).read_bytes()
         assert gathered == await trio.Path(original).read_bytes()
+        # The commands run with no signal blocked, as they do outside Ray.
+        assert b"SigBlk:\\t0000000000000000" in gathered
         workspace = Path(str(result["workspace"]))
         assert workspace.is_relative_to(worker_agent / "workspaces")  # on the node that ran it
         assert (workspace / "note.txt").read_text() == f"{result['id']}\n"
