@@ -18,9 +18,9 @@ PenguinHarness protocol. The main entry points::
             async for message in stream: ...
 
 Subpackages users import: ``penguin.protocol``, ``penguin.config``, ``penguin.llm``,
-``penguin.approval``, ``penguin.trace`` and ``penguin.engine``. Everything else is
-private and may move. ``import penguin`` itself is cheap: each of these names loads
-its module the first time it is used.
+``penguin.approval``, ``penguin.trace``, ``penguin.engine`` and ``penguin.batch``.
+Everything else is private and may move. ``import penguin`` itself is cheap: each of
+these names loads its module the first time it is used.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     # What type checkers and IDEs see; at run time the same names load on first use
     # (``__getattr__`` below), so ``import penguin`` and ``penguin --version`` stay cheap.
     from penguin import approval as approval
+    from penguin import batch as batch
     from penguin import config as config
     from penguin import engine as engine
     from penguin import llm as llm
@@ -66,6 +67,7 @@ __all__ = [
     "WorkspaceError",
     "__version__",
     "approval",
+    "batch",
     "config",
     "engine",
     "llm",
@@ -91,6 +93,7 @@ if not TYPE_CHECKING:
             "ToolResult": ".environment",
             "WorkspaceError": ".environment",
             "approval": ".approval",
+            "batch": ".batch",
             "config": ".config",
             "engine": ".engine",
             "llm": ".llm",

@@ -44,6 +44,10 @@ holds only the root and the one class of ``penguin.agent``::
           │    └── UnsupportedImageError
           │  penguin.engine (engine/_errors.py)
           ├── EngineBusyError                (RuntimeError) a run is already live
+          │  penguin.batch (batch/_errors.py)
+          ├── TaskFileError                  (ValueError) a task file's line is not a valid task
+          ├── BatchOptionError               (ValueError) a batch cannot run with these options
+          ├── BackendUnavailableError        (RuntimeError) ray is not installed, or unusable
           │  penguin.server (server/_errors.py)
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("_chat", "talk with the agent in the terminal: many tasks in one session"),
     "demo": ("_demo", "run a scripted task end to end (no model, no network needed)"),
     "tool": ("_tool", "run one tool call through the Environment (no model needed)"),
+    "batch": ("_batch", "run a file of tasks, many sessions at a time, one result each"),
     "config": ("_config", "configure models, the command policy and the vault"),
     "server": ("_server", "serve sessions over HTTP + SSE, with a page for the browser"),
 }

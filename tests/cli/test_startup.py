@@ -117,6 +117,7 @@ def test_9_7_top_level_help_lists_every_subcommand_without_loading_them(
         ["config", "policy", "add"],
         ["config", "vault"],
         ["config", "vault", "set"],
+        ["batch"],
     ],
 )
 def test_9_7_each_subcommand_help_is_complete(

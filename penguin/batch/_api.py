@@ -1,0 +1,200 @@
+"""The Python API of a batch (spec B3.1): :func:`run_batch`, a stream of results.
+
+This module only checks the options and picks the backend: the local one
+(:func:`~._runner.run_tasks` in this process) or Ray (:mod:`._ray`, imported only
+when asked for). Both report through the same two callbacks, a task that got its
+slot and a result, so progress and results read the same whichever ran them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Final, Literal, TypeAlias, get_args
+
+import trio
+
+from penguin import config as cfg
+
+from ._errors import BatchOptionError
+from ._progress import BatchProgress
+from ._results import BatchResult
+from ._runner import BatchSettings, run_tasks
+from ._tasks import BatchTask, check_unique_ids, unattended_mode
+
+__all__ = ["BACKENDS", "Backend", "check_backend", "run_batch"]
+
+Backend: TypeAlias = Literal["local", "ray"]
+BACKENDS: Final[tuple[Backend, ...]] = get_args(Backend)
+
+
+def check_backend(backend: str) -> None:
+    """Whether ``backend`` can run here: :class:`BackendUnavailableError` says how to get it.
+
+    ``ray`` needs the ``penguin[ray]`` extra; an unknown name is a
+    :class:`BatchOptionError`.
+    """
+    if backend not in BACKENDS:
+        raise BatchOptionError("backend", f"unknown backend {backend!r}: use local or ray")
+    if backend == "ray":
+        from ._ray import check_ray
+
+        check_ray()
+
+
+@trio.as_safe_channel
+async def run_batch(
+    tasks: Iterable[BatchTask],
+    *,
+    concurrency: int = 16,
+    approve: str = "allow-all",
+    backend: Backend = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
+    gather_traces: bool = False,
+    root: str | os.PathLike[str] | None = None,
+    project_id: str = cfg.DEFAULT_PROJECT_ID,
+    agent_id: str = cfg.DEFAULT_AGENT_ID,
+    provider: str | None = None,
+    model_id: str | None = None,
+    max_turns: int | None = None,
+    timeout_s: float | None = None,
+    interrupt: trio.Event | None = None,
+    progress: BatchProgress | None = None,
+) -> AsyncGenerator[BatchResult, None]:
+    """Run ``tasks`` as sessions of one agent, yielding each result as its task ends.
+
+    ::
+
+        async with penguin.batch.run_batch(tasks, concurrency=32) as results:
+            async for result in results:
+                ...
+
+    At most ``concurrency`` sessions run at once (per Ray worker, with
+    ``backend="ray"``). ``approve`` (``allow-all`` or ``deny-all``; the asking modes
+    raise :class:`BatchOptionError`), ``provider`` + ``model_id``, ``max_turns`` and
+    ``timeout_s`` are the defaults of tasks that do not set their own. ``root``,
+    ``project_id`` and ``agent_id`` pick the agent whose model, tools, command
+    policy and vault the sessions use, and under which their traces and temporary
+    workspaces go.
+
+    ``interrupt`` set: running tasks are interrupted gracefully (their results say
+    ``aborted``), tasks not started yet never start, and the stream ends once the
+    last result is out. Leaving the block before the stream ends stops what still
+    runs at once instead: a hard stop, in which each session still ends its
+    processes and closes its trace, but no further results come. ``progress`` is
+    kept up to date as tasks start and end.
+
+    ``backend="ray"`` spreads the tasks over ``workers`` Ray actors (default: one per
+    CPU of the cluster, at most one per ``concurrency`` tasks) on the cluster at
+    ``ray_address`` (default: a local one, started for this batch and stopped after
+    it); ``gather_traces`` copies each trace back under this machine's agent. Raises
+    :class:`~penguin.batch.BackendUnavailableError` when ``ray`` is not installed.
+    """
+    task_list = list(tasks)
+    settings = _settings(
+        concurrency=concurrency,
+        approve=approve,
+        root=root,
+        project_id=project_id,
+        agent_id=agent_id,
+        provider=provider,
+        model_id=model_id,
+        max_turns=max_turns,
+        timeout_s=timeout_s,
+    )
+    check_unique_ids(task_list)
+    if workers is not None and workers < 1:
+        raise BatchOptionError("workers", f"--workers must be at least 1, got {workers}")
+    stop = interrupt if interrupt is not None else trio.Event()
+    send, receive = trio.open_memory_channel[BatchResult](math.inf)
+
+    def started(task: BatchTask) -> None:
+        if progress is not None:
+            progress.task_started(trio.current_time())
+
+    def lost(task: BatchTask) -> None:
+        if progress is not None:
+            progress.task_lost()
+
+    async def finished(result: BatchResult) -> None:
+        if progress is not None:
+            progress.task_finished(result, trio.current_time())
+        await send.send(result)
+
+    if progress is not None:
+        progress.start(trio.current_time())
+    runner: Callable[[], Awaitable[None]]
+    if backend == "local":
+
+        async def runner() -> None:
+            await run_tasks(task_list, settings, emit=finished, interrupt=stop, on_start=started)
+
+    elif backend == "ray":
+        from . import _ray  # ray itself is imported only here, and only if installed
+
+        driver = _ray.RayDriver.check(address=ray_address)
+
+        async def runner() -> None:
+            await driver.run(
+                task_list,
+                settings,
+                emit=finished,
+                interrupt=stop,
+                on_start=started,
+                on_lost=lost,
+                workers=workers,
+                gather_traces=gather_traces,
+            )
+
+    else:
+        raise BatchOptionError("backend", f"unknown backend {backend!r}: use local or ray")
+
+    async with trio.open_nursery() as nursery:
+
+        async def produce() -> None:
+            async with send:
+                await runner()
+
+        nursery.start_soon(produce)
+        async with receive:
+            async for result in receive:
+                yield result
+
+
+def _settings(
+    *,
+    concurrency: int,
+    approve: str,
+    root: str | os.PathLike[str] | None,
+    project_id: str,
+    agent_id: str,
+    provider: str | None,
+    model_id: str | None,
+    max_turns: int | None,
+    timeout_s: float | None,
+) -> BatchSettings:
+    """The checked options of a batch (:class:`BatchOptionError` for a bad one)."""
+    if concurrency < 1:
+        raise BatchOptionError(
+            "concurrency", f"--concurrency must be at least 1, got {concurrency}"
+        )
+    if (provider is None) != (model_id is None):
+        raise BatchOptionError("provider", "give --provider and --model-id together")
+    if max_turns is not None and max_turns < 1:
+        raise BatchOptionError("max_turns", f"--max-turns must be at least 1, got {max_turns}")
+    if timeout_s is not None and not timeout_s > 0:
+        raise BatchOptionError("timeout_s", f"--timeout-s must be more than 0, got {timeout_s}")
+    return BatchSettings(
+        root=Path(root) if root is not None else None,
+        project_id=project_id,
+        agent_id=agent_id,
+        concurrency=concurrency,
+        approve=unattended_mode(approve),
+        provider=provider,
+        model_id=model_id,
+        max_turns=max_turns,
+        timeout_s=timeout_s,
+    )

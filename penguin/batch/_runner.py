@@ -1,0 +1,389 @@
+"""The local runner (spec B2.2): many tasks in one Trio loop, each a Session of its own.
+
+:func:`run_tasks` is the whole local backend, and also what every Ray actor runs on
+its share: one nursery, a :class:`trio.CapacityLimiter` of ``concurrency`` slots, and
+per task, once it has a slot, a workspace (given, copied from a template in a worker
+thread, or fresh), a :class:`~penguin.Session` of the batch's agent (with its own
+Environment, so the task's processes end with it), one run of the prompt, and a
+:class:`~._results.BatchResult` handed to ``emit``. Approvals are the mode's
+(``allow-all`` or ``deny-all``, nobody is asked) with the project's command policy
+checked first, as ``penguin run`` composes them.
+
+Stopping a task (:func:`run_until_stopped`): over its ``timeout_s``, or when the
+batch's ``interrupt`` is set, the task's own interrupt event is set — the run closes
+out gracefully — and if it has not ended :data:`HARD_STOP_GRACE_S` later its cancel
+scope is cancelled: a hard stop, which still unwinds the Environment. The result
+then says ``timeout`` or ``aborted``. Tasks that have not got a slot when the batch
+is interrupted do not start and get no result (``--resume`` runs them later).
+
+Whatever goes wrong with one task (a missing template, a workspace that is not a
+directory, no such model) is that task's ``error`` result; the batch goes on.
+
+Sessions share model clients (their connection pools), at most
+:data:`SESSIONS_PER_CLIENT` at a time on each, instead of opening a client each.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Final, Literal
+
+import attrs
+import trio
+
+from penguin import config as cfg
+from penguin import protocol as om
+from penguin._concurrency import collapse_single
+from penguin._log import warn
+from penguin.agent import Agent
+from penguin.approval import ApprovalMode, approver_for_mode
+from penguin.llm import LLM, OpenAIChatLLM
+
+from ._results import BatchResult, TokenTotals, status_of_run
+from ._tasks import BatchTask
+
+__all__ = [
+    "HARD_STOP_GRACE_S",
+    "SESSIONS_PER_CLIENT",
+    "BatchSettings",
+    "TaskStop",
+    "error_result",
+    "run_tasks",
+    "run_until_stopped",
+]
+
+HARD_STOP_GRACE_S: Final = 10.0
+"""Seconds between a task's graceful interrupt and its hard stop."""
+SESSIONS_PER_CLIENT: Final = 16
+"""Sessions sharing one model client at a time.
+
+A client's pool looks at every connection it holds for each request, so fewer
+sessions per client keep that cheap; a new client costs its TLS context (~20 ms).
+"""
+
+
+@attrs.frozen(kw_only=True)
+class BatchSettings:
+    """Where a batch's sessions live and the defaults its tasks do not override.
+
+    ``root`` None is ``$PENGUIN_HOME`` (or ``~/.penguin/data``) of the machine that
+    runs the task.
+    """
+
+    root: Path | None = None
+    project_id: str = cfg.DEFAULT_PROJECT_ID
+    agent_id: str = cfg.DEFAULT_AGENT_ID
+    concurrency: int = 16
+    approve: ApprovalMode = "allow-all"
+    provider: str | None = None
+    model_id: str | None = None
+    max_turns: int | None = None
+    timeout_s: float | None = None
+
+
+@attrs.define
+class TaskStop:
+    """Whether a task was told to stop, why, and whether it took a hard stop."""
+
+    cause: Literal["timeout", "aborted"] | None = None
+    hard: bool = False
+
+
+async def run_until_stopped(
+    work: Callable[[trio.Event], Awaitable[None]],
+    *,
+    interrupt: trio.Event,
+    timeout_s: float | None,
+    grace_s: float = HARD_STOP_GRACE_S,
+) -> TaskStop:
+    """Run ``work(task_interrupt)`` until it returns, is interrupted, or is hard-stopped.
+
+    ``task_interrupt`` is set when ``timeout_s`` has passed or ``interrupt`` (the
+    batch's) is set, whichever comes first; ``grace_s`` later ``work`` is cancelled.
+    The returned :class:`TaskStop` says which fired (``cause`` None: neither) and
+    whether the cancellation did (``hard``). An exception from ``work`` propagates.
+    """
+    stop = TaskStop()
+    task_interrupt = trio.Event()
+    with trio.CancelScope() as hard:
+
+        async def watch() -> None:
+            with trio.move_on_after(math.inf if timeout_s is None else timeout_s):
+                await interrupt.wait()
+                stop.cause = "aborted"
+            if stop.cause is None:
+                stop.cause = "timeout"
+            task_interrupt.set()
+            await trio.sleep(grace_s)
+            hard.cancel()
+
+        with collapse_single():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                await work(task_interrupt)
+                nursery.cancel_scope.cancel()
+    stop.hard = hard.cancelled_caught
+    return stop
+
+
+def error_result(task: BatchTask, reason: str) -> BatchResult:
+    """The result of a task penguin could not run: ``status: "error"``, ``reason`` why."""
+    return BatchResult(id=task.id, status="error", error=reason, metadata=task.metadata)
+
+
+async def run_tasks(
+    tasks: Sequence[BatchTask],
+    settings: BatchSettings,
+    *,
+    emit: Callable[[BatchResult], Awaitable[None]],
+    interrupt: trio.Event,
+    on_start: Callable[[BatchTask], None] | None = None,
+) -> None:
+    """Run ``tasks``, at most ``settings.concurrency`` at once, ``emit``-ting each result.
+
+    Results are emitted in completion order, each as soon as its task ended.
+    ``on_start`` is told when a task gets its slot. Returns once every started task
+    has ended; tasks still waiting for a slot when ``interrupt`` is set never start.
+    If the agent cannot be opened, every task gets an ``error`` result saying why.
+    """
+    if settings.concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {settings.concurrency}")
+    try:
+        agent = await trio.to_thread.run_sync(
+            Agent.open, settings.root, settings.project_id, settings.agent_id
+        )
+    except (cfg.ConfigError, ValueError, OSError) as exc:
+        for task in tasks:
+            await emit(error_result(task, f"cannot open the agent: {exc}"))
+        return
+    limiter = trio.CapacityLimiter(settings.concurrency)
+    async with _ModelClients(agent) as clients:
+        run = _TaskRunner(agent, settings, clients, interrupt)
+
+        async def one(task: BatchTask, slot: object) -> None:
+            try:
+                if on_start is not None:
+                    on_start(task)
+                result = await run.attempt(task)
+            finally:
+                limiter.release_on_behalf_of(slot)
+            await emit(result)
+
+        with collapse_single():
+            async with trio.open_nursery() as nursery:
+                for task in tasks:  # slots are taken in file order, one task at a time
+                    slot = object()
+                    await limiter.acquire_on_behalf_of(slot)
+                    if interrupt.is_set():
+                        limiter.release_on_behalf_of(slot)
+                        break
+                    nursery.start_soon(one, task, slot)
+
+
+@attrs.define
+class _Tally:
+    """What a task's stream has shown so far (kept when it is hard-stopped)."""
+
+    session_id: str | None = None
+    trace_path: str | None = None
+    workspace: str | None = None
+    requests: int = 0
+    tokens: om.TokenCounts | None = None
+    tool_calls: int = 0
+    final_text: list[str] = attrs.field(factory=list)
+    run_status: str | None = None
+    run_error: str | None = None
+    turns: int | None = None
+
+    def observe(self, message: om.OmniMessage[om.Payload]) -> None:
+        if message.origin:
+            return  # a subagent's message, forwarded: the child has its own trace
+        payload = message.payload
+        if isinstance(payload, om.ToolCallPayload):
+            self.tool_calls += 1
+        elif isinstance(payload, om.TokenUsagePayload):
+            self.tokens = payload.session
+        elif isinstance(payload, om.RequestBeginPayload):
+            self.requests += 1
+            self.final_text = []  # the final text is the last response's
+        elif (
+            isinstance(payload, om.TextPayload)
+            and payload.role == "assistant"
+            and payload.sender is None
+        ):
+            self.final_text.append(payload.text)
+
+
+@attrs.define
+class _TaskRunner:
+    agent: Agent
+    settings: BatchSettings
+    clients: _ModelClients
+    interrupt: trio.Event
+
+    async def attempt(self, task: BatchTask) -> BatchResult:
+        started = trio.current_time()
+        tally = _Tally()
+        timeout_s = task.timeout_s if task.timeout_s is not None else self.settings.timeout_s
+        try:
+            stop = await run_until_stopped(
+                functools.partial(self._work, task, tally),
+                interrupt=self.interrupt,
+                timeout_s=timeout_s,
+            )
+        except Exception as exc:  # penguin could not run this task; the batch goes on
+            if not isinstance(exc, OSError | cfg.ConfigError | ValueError):
+                warn(f"[penguin] batch task {task.id!r}: {type(exc).__name__}: {exc}")
+            return attrs.evolve(
+                self._result(task, tally, started),
+                status="error",
+                error=str(exc) or type(exc).__name__,
+            )
+        result = self._result(task, tally, started)
+        if stop.cause is not None and result.status != "completed":
+            if stop.cause == "timeout":
+                reason = f"timed out after {timeout_s:g} s"
+            else:
+                reason = "interrupted"
+            if stop.hard:
+                reason += f"; stopped hard {HARD_STOP_GRACE_S:g} s later"
+            result = attrs.evolve(result, status=stop.cause, error=reason)
+        return result
+
+    def _result(self, task: BatchTask, tally: _Tally, started: float) -> BatchResult:
+        counts = tally.tokens or om.TokenCounts()
+        run_status = tally.run_status
+        return BatchResult(
+            id=task.id,
+            status=status_of_run(run_status) if run_status is not None else "aborted",
+            session_id=tally.session_id,
+            trace_path=tally.trace_path,
+            workspace=tally.workspace,
+            turns=tally.turns if tally.turns is not None else tally.requests,
+            tokens=TokenTotals(
+                input=max(0, counts.total - counts.output),
+                output=counts.output,
+                cached=counts.cache_read,
+            ),
+            tool_calls=tally.tool_calls,
+            wall_s=trio.current_time() - started,
+            final_text="".join(tally.final_text) or None,
+            error=tally.run_error,
+            metadata=task.metadata,
+        )
+
+    async def _work(self, task: BatchTask, tally: _Tally, task_interrupt: trio.Event) -> None:
+        workspace = await trio.to_thread.run_sync(_prepare_workspace, task, self.agent.paths)
+        tally.workspace = str(workspace)
+        provider = task.provider if task.provider is not None else self.settings.provider
+        model_id = task.model_id if task.model_id is not None else self.settings.model_id
+        mode = task.approve if task.approve is not None else self.settings.approve
+        max_turns = task.max_turns if task.max_turns is not None else self.settings.max_turns
+        async with (
+            self.clients.lease(provider, model_id) as (llm, vision),
+            self.agent.session(workspace, llm, vision=vision) as session,
+        ):
+            tally.session_id = session.session_id
+            tally.trace_path = str(session.trace_path)
+            if max_turns is not None:
+                session.engine.max_turns = max_turns
+            approve = approver_for_mode(
+                mode, ask=_nobody_to_ask, permission=session.environment.tool_permission
+            )
+            async with session.run(
+                [om.user_text(task.prompt)], approve=approve, interrupt=task_interrupt
+            ) as stream:
+                async for message in stream:
+                    tally.observe(message)
+                result = stream.result
+            tally.run_status = result.status
+            tally.run_error = result.error_message
+            tally.turns = result.turns
+            await session.flush_trace()
+
+
+async def _nobody_to_ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+    # Only the asking modes call this, and a batch refuses them; deny, to be safe.
+    return "deny"
+
+
+def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:
+    """The task's workspace: as given, or a fresh temporary one (a template copied in)."""
+    if task.workspace is not None:
+        return task.workspace  # the Environment checks it is a directory
+    template = task.template
+    if template is not None and not template.is_dir():
+        state = "is not a directory" if template.exists() else "does not exist"
+        raise FileNotFoundError(f'template "{template}" {state}')
+    fresh = cfg.new_temp_workspace(paths)
+    if template is not None:
+        shutil.copytree(template, fresh, symlinks=True, dirs_exist_ok=True)
+    return fresh
+
+
+@attrs.define
+class _Lease:
+    client: OpenAIChatLLM
+    vision: bool
+    users: int = 0
+
+
+class _ModelClients:
+    """Model clients shared by the batch's sessions, per model, a few sessions each."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self._leases: dict[tuple[str | None, str | None], list[_Lease]] = {}
+        self._opening = trio.Lock()
+
+    async def __aenter__(self) -> _ModelClients:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.CancelScope(shield=True):
+            for leases in self._leases.values():
+                for lease in leases:
+                    with trio.move_on_after(5):
+                        await lease.client.aclose()
+        self._leases.clear()
+
+    @asynccontextmanager
+    async def lease(
+        self, provider: str | None, model_id: str | None
+    ) -> AsyncIterator[tuple[LLM, bool]]:
+        """A client of the model (the project's default for None, None) for one session.
+
+        With it, whether the model takes images, read once per client rather than
+        once per session.
+        """
+        key = (provider, model_id)
+        async with self._opening:
+            leases = self._leases.setdefault(key, [])
+            free = [lease for lease in leases if lease.users < SESSIONS_PER_CLIENT]
+            if free:
+                lease = min(free, key=lambda lease: lease.users)
+            else:
+                client, vision = await trio.to_thread.run_sync(
+                    self._open_client, provider, model_id
+                )
+                lease = _Lease(client, vision)
+                leases.append(lease)
+            lease.users += 1
+        try:
+            yield lease.client, lease.vision
+        finally:
+            lease.users -= 1
+
+    def _open_client(
+        self, provider: str | None, model_id: str | None
+    ) -> tuple[OpenAIChatLLM, bool]:
+        entry = cfg.resolve_model(
+            self._agent.project_config(), provider=provider, model_id=model_id
+        )
+        client = self._agent.model_client(provider=entry.provider, model_id=entry.model_id)
+        return client, entry.vision

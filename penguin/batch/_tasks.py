@@ -1,0 +1,275 @@
+"""The task file (spec B1.1): one JSON object per line, read into :class:`BatchTask`.
+
+This module owns the task format and its validation, and nothing that runs a task.
+Parsing is sans-IO (:func:`parse_tasks` takes the text); :func:`load_tasks` adds the
+file read and, optionally, the checks that a ``workspace`` or ``template`` exists.
+Every complaint names its line (:class:`~._errors.TaskFileError`), and a task file is
+accepted whole or not at all: a batch never starts on half a file.
+
+Relative ``workspace`` and ``template`` paths are read relative to the task file's
+directory, so a data set and its templates can move together.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from penguin.approval import ApprovalMode, ApprovalModeError, parse_approval_mode
+
+from ._errors import BatchOptionError, TaskFileError
+
+__all__ = [
+    "TASK_FIELDS",
+    "UNATTENDED_MODES",
+    "BatchTask",
+    "check_task_paths",
+    "check_unique_ids",
+    "load_tasks",
+    "parse_tasks",
+    "unattended_mode",
+]
+
+TASK_FIELDS: Final = (
+    "id",
+    "prompt",
+    "workspace",
+    "template",
+    "approve",
+    "provider",
+    "model_id",
+    "max_turns",
+    "timeout_s",
+    "metadata",
+)
+"""The keys a task line may have, in the spec's order (B1.1)."""
+
+UNATTENDED_MODES: Final[tuple[ApprovalMode, ...]] = ("allow-all", "deny-all")
+"""The approval modes a batch runs with: nobody is there to answer a question."""
+
+
+@attrs.frozen(kw_only=True)
+class BatchTask:
+    """One task of a batch: a prompt, where it works, and its own overrides.
+
+    ``workspace`` is used as it is; ``template`` is copied into a fresh temporary
+    workspace; neither means a fresh empty one. The other optional fields default
+    to the batch's options (the command line's flags). ``metadata`` is carried into
+    the task's result untouched.
+    """
+
+    id: str
+    prompt: str
+    workspace: Path | None = None
+    template: Path | None = None
+    approve: ApprovalMode | None = None
+    provider: str | None = None
+    model_id: str | None = None
+    max_turns: int | None = None
+    timeout_s: float | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The task as a task-file object (absent fields left out)."""
+        out: dict[str, Any] = {"id": self.id, "prompt": self.prompt}
+        for name in TASK_FIELDS[2:]:
+            value = getattr(self, name)
+            if name == "metadata":
+                if value:
+                    out[name] = dict(value)
+            elif value is not None:
+                out[name] = str(value) if isinstance(value, Path) else value
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], *, base: Path | None = None) -> BatchTask:
+        """A task from one decoded task line; ``ValueError`` says what is wrong with it.
+
+        ``base`` is the directory relative paths are read from (the task file's).
+        """
+        unknown = [key for key in obj if key not in TASK_FIELDS]
+        if unknown:
+            known = ", ".join(TASK_FIELDS)
+            raise ValueError(f"unknown field {unknown[0]!r} (a task has: {known})")
+        task_id = obj.get("id")
+        if not isinstance(task_id, str) or not task_id.strip():
+            raise ValueError(f'"id" must be a non-empty string, got {_shown(task_id)}')
+        prompt = obj.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f'"prompt" must be a non-empty string, got {_shown(prompt)}')
+        workspace = _path(obj, "workspace", base)
+        template = _path(obj, "template", base)
+        if workspace is not None and template is not None:
+            raise ValueError('give "workspace" or "template", not both')
+        approve = obj.get("approve")
+        mode = None if approve is None else _mode(approve)
+        provider = _text(obj, "provider")
+        model_id = _text(obj, "model_id")
+        if (provider is None) != (model_id is None):
+            raise ValueError('give "provider" and "model_id" together')
+        max_turns = obj.get("max_turns")
+        if max_turns is not None and (
+            not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1
+        ):
+            raise ValueError(f'"max_turns" must be a whole number >= 1, got {_shown(max_turns)}')
+        timeout_s = obj.get("timeout_s")
+        if timeout_s is not None and (
+            not isinstance(timeout_s, int | float)
+            or isinstance(timeout_s, bool)
+            or not math.isfinite(timeout_s)
+            or timeout_s <= 0
+        ):
+            raise ValueError(
+                f'"timeout_s" must be a number of seconds > 0, got {_shown(timeout_s)}'
+            )
+        metadata = obj.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ValueError(f'"metadata" must be a JSON object, got {_shown(metadata)}')
+        return cls(
+            id=task_id,
+            prompt=prompt,
+            workspace=workspace,
+            template=template,
+            approve=mode,
+            provider=provider,
+            model_id=model_id,
+            max_turns=max_turns,
+            timeout_s=None if timeout_s is None else float(timeout_s),
+            metadata=metadata,
+        )
+
+
+def unattended_mode(text: str) -> ApprovalMode:
+    """An approval mode a batch can run with; :class:`BatchOptionError` for the others.
+
+    ``always-ask`` and ``read-only`` ask someone about (some) calls, and a batch runs
+    with nobody there to answer.
+    """
+    mode = parse_approval_mode(text)  # ApprovalModeError for a word that is no mode
+    if mode not in UNATTENDED_MODES:
+        raise BatchOptionError(
+            "approve",
+            f"--approve {mode} asks before tool calls, and nobody is there to answer in a "
+            "batch: use allow-all (the default) or deny-all; the command policy applies "
+            "either way",
+        )
+    return mode
+
+
+def parse_tasks(text: str, *, path: Path | None = None) -> list[BatchTask]:
+    """The tasks of a task file's ``text``; :class:`TaskFileError` names the first bad line.
+
+    Blank lines are skipped (they still count for line numbers). Relative paths are
+    read relative to ``path``'s directory (the working directory when ``path`` is
+    None). Ids must be unique.
+    """
+    base = path.parent if path is not None else None
+    tasks: list[BatchTask] = []
+    lines: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskFileError(path, number, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise TaskFileError(path, number, f"a task is a JSON object, got {_shown(obj)}")
+        try:
+            tasks.append(BatchTask.from_json(obj, base=base))
+        except ValueError as exc:
+            raise TaskFileError(path, number, str(exc)) from None
+        lines.append(number)
+    check_unique_ids(tasks, lines=lines, path=path)
+    return tasks
+
+
+def check_unique_ids(
+    tasks: Sequence[BatchTask], *, lines: Sequence[int] | None = None, path: Path | None = None
+) -> None:
+    """:class:`TaskFileError` at the second task of an id that was already used."""
+    seen: dict[str, int] = {}
+    for index, task in enumerate(tasks):
+        number = lines[index] if lines is not None else index + 1
+        first = seen.setdefault(task.id, number)
+        if first != number:
+            where = f"line {first}" if path is not None else f"task {first}"
+            raise TaskFileError(path, number, f"duplicate id {task.id!r} (first used on {where})")
+
+
+def check_task_paths(
+    tasks: Iterable[BatchTask], *, lines: Sequence[int] | None = None, path: Path | None = None
+) -> None:
+    """:class:`TaskFileError` for a task whose ``workspace`` or ``template`` is no directory.
+
+    Done before a local batch starts, so a typo stops the batch rather than failing
+    one task among thousands. (Tasks run on other machines skip it: their paths are
+    those machines'.)
+    """
+    for index, task in enumerate(tasks):
+        number = lines[index] if lines is not None else index + 1
+        for field in ("workspace", "template"):
+            where: Path | None = getattr(task, field)
+            if where is not None and not where.is_dir():
+                state = "is not a directory" if where.exists() else "does not exist"
+                raise TaskFileError(path, number, f'{field} "{where}" {state}')
+
+
+def load_tasks(path: str | os.PathLike[str], *, check_paths: bool = True) -> list[BatchTask]:
+    """The tasks of the JSON Lines file ``path`` (spec B1.1), validated whole.
+
+    Raises :class:`TaskFileError` naming the line of the first problem: bad JSON, a
+    missing or mistyped field, an unknown field, a duplicate id, an approval mode a
+    batch cannot use, or (``check_paths``) a ``workspace`` or ``template`` that is not
+    a directory. ``OSError`` when the file cannot be read.
+    """
+    file = Path(path)
+    text = file.read_text(encoding="utf-8")
+    tasks = parse_tasks(text, path=file)
+    if check_paths:
+        numbers = [n for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        check_task_paths(tasks, lines=numbers, path=file)
+    return tasks
+
+
+def _path(obj: Mapping[str, Any], key: str, base: Path | None) -> Path | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f'"{key}" must be a directory path, got {_shown(value)}')
+    where = Path(value).expanduser()
+    if not where.is_absolute() and base is not None:
+        where = base / where
+    return where
+
+
+def _text(obj: Mapping[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f'"{key}" must be a non-empty string, got {_shown(value)}')
+    return value
+
+
+def _mode(value: object) -> ApprovalMode:
+    if not isinstance(value, str):
+        raise ValueError(f'"approve" must be an approval mode, got {_shown(value)}')
+    try:
+        return unattended_mode(value)
+    except (ApprovalModeError, BatchOptionError) as exc:
+        raise ValueError(str(exc).replace("--approve ", '"approve": ', 1)) from None
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "nothing"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."

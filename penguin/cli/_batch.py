@@ -1,0 +1,311 @@
+r"""``penguin batch``: a file of tasks, many sessions at a time, one result line per task.
+
+A thin shell over :func:`penguin.batch.run_batch` (spec/batch.md): it checks the
+options and the task file before anything runs, appends each result to the output
+file as its task ends (:class:`penguin.batch.ResultsFile`), and shows progress on
+stderr — a live line on a terminal, one line per finished task otherwise.
+
+The live line is a plain carriage-return redraw (``\r`` and erase-to-end-of-line),
+cut to the terminal's width so it never wraps: one line needs no screen library,
+and nothing else writes to the terminal while the batch runs.
+
+Ctrl-C interrupts every running task gracefully (their results say ``aborted``;
+tasks not started yet get none, so ``--resume`` runs them later), and the command
+exits 130 once those results are written; a second Ctrl-C stops at once. Either
+way no process a task started is left running.
+
+Exit status: 0 every task ran (whatever its own status), 1 bad usage (options, the
+task file, no model, a results file that needs ``--resume``, an unavailable
+backend), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Final, TextIO
+
+import trio
+
+from penguin import batch
+from penguin import config as cfg
+from penguin._errors import PenguinError
+from penguin.agent import Agent
+from penguin.approval import ApprovalMode, ApprovalModeError
+
+from ._run import EXIT_CODES, add_agent_options, under_controls
+from ._signals import Controls
+
+__all__ = ["ProgressDisplay", "configure"]
+
+_REFRESH_S: Final = 0.5
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Fill in the ``batch`` subcommand's parser (``penguin batch --help``)."""
+    parser.description = (
+        "Run a JSON Lines file of tasks, many sessions at a time, and append one result "
+        "line per task to the output file as each task ends."
+    )
+    parser.epilog = (
+        "a task line:\n"
+        '  {"id": "t1", "prompt": "Fix the failing test", "template": "repos/app"}\n'
+        "examples:\n"
+        "  penguin batch tasks.jsonl -o results.jsonl --concurrency 32\n"
+        "  penguin batch tasks.jsonl -o results.jsonl --resume        # after an interrupt\n"
+        "  penguin batch tasks.jsonl -o results.jsonl --backend ray --workers 4\n"
+        "\nexit status: 0 every task ran, 1 bad usage, 130 interrupted"
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("tasks", type=Path, metavar="TASKS.jsonl", help="the tasks, one per line")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="RESULTS.jsonl",
+        help="where each task's result line is appended",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        metavar="N",
+        help="sessions at once (per Ray worker with --backend ray; default 16)",
+    )
+    parser.add_argument(
+        "--approve",
+        default="allow-all",
+        metavar="MODE",
+        help="allow-all (default) or deny-all: nobody is there to answer questions",
+    )
+    parser.add_argument("--provider", default=None, metavar="P")
+    parser.add_argument("--model-id", default=None, metavar="M")
+    parser.add_argument(
+        "--max-turns", type=int, default=None, metavar="N", help="per task (default: no limit)"
+    )
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="per task: interrupt it after S seconds, stop it hard 10 s later",
+    )
+    add_agent_options(parser)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip the tasks that already have a result in the output file",
+    )
+    parser.add_argument("--backend", choices=batch.BACKENDS, default="local")
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="an existing Ray cluster (default: a local one for this batch)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="W",
+        help="Ray workers (default: one per cluster CPU, at most one per N tasks)",
+    )
+    parser.add_argument(
+        "--gather-traces",
+        action="store_true",
+        help="copy each Ray task's trace back under this machine's agent",
+    )
+    parser.set_defaults(handler=_main)
+
+
+def _fail(message: object) -> int:
+    print(f"penguin batch: {message}", file=sys.stderr)
+    return 1
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        mode = batch.unattended_mode(args.approve)
+        _check_numbers(args)
+        batch.check_backend(args.backend)
+    except (ApprovalModeError, batch.BatchOptionError, batch.BackendUnavailableError) as exc:
+        return _fail(exc)
+    remote = args.backend == "ray" and args.ray_address is not None
+    try:
+        tasks = batch.load_tasks(args.tasks, check_paths=not remote)
+    except batch.TaskFileError as exc:
+        return _fail(exc)
+    except OSError as exc:
+        return _fail(f"cannot read the tasks: {exc}")
+    try:
+        agent = Agent.open(args.root, args.project_id, args.agent_id)
+        _check_models(agent, tasks, args.provider, args.model_id)
+        results = batch.ResultsFile.open(args.output, resume=args.resume)
+    except (cfg.ConfigError, batch.BatchOptionError, ValueError, OSError) as exc:
+        return _fail(exc)
+    with results:
+        pending = [task for task in tasks if task.id not in results.ids]
+        if args.resume:
+            print(
+                f"penguin batch: {len(tasks) - len(pending)} of {len(tasks)} tasks already "
+                f"have a result in {args.output}; running the other {len(pending)}",
+                file=sys.stderr,
+            )
+        for number in results.unreadable_lines:
+            print(
+                f"penguin batch: {args.output}:{number} holds no result; its task runs again",
+                file=sys.stderr,
+            )
+
+        async def main(controls: Controls) -> int:
+            return await _run(args, mode, pending, results, controls)
+
+        try:
+            return trio.run(under_controls, main)
+        except (PenguinError, ConnectionError) as exc:
+            return _fail(exc)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    checks = (
+        ("concurrency", args.concurrency is not None and args.concurrency < 1),
+        ("workers", args.workers is not None and args.workers < 1),
+        ("max-turns", args.max_turns is not None and args.max_turns < 1),
+        ("timeout-s", args.timeout_s is not None and not args.timeout_s > 0),
+    )
+    for name, bad in checks:
+        if bad:
+            value = getattr(args, name.replace("-", "_"))
+            raise batch.BatchOptionError(name, f"--{name} must be more than 0, got {value}")
+    if (args.provider is None) != (args.model_id is None):
+        raise batch.BatchOptionError("provider", "give --provider and --model-id together")
+    if args.ray_address is not None and args.backend != "ray":
+        raise batch.BatchOptionError("ray-address", "--ray-address needs --backend ray")
+
+
+def _check_models(
+    agent: Agent, tasks: list[batch.BatchTask], provider: str | None, model_id: str | None
+) -> None:
+    """ConfigError, naming the command that fixes it, for a model no task could use."""
+    project = agent.project_config()
+    wanted = {(provider, model_id)}
+    wanted.update((t.provider, t.model_id) for t in tasks if t.provider is not None)
+    for want_provider, want_model in sorted(wanted, key=str):
+        cfg.resolve_model(project, provider=want_provider, model_id=want_model)
+
+
+async def _run(
+    args: argparse.Namespace,
+    mode: ApprovalMode,
+    tasks: list[batch.BatchTask],
+    results: batch.ResultsFile,
+    controls: Controls,
+) -> int:
+    progress = batch.BatchProgress(total=len(tasks))
+    display = ProgressDisplay(progress, sys.stderr, live=_is_terminal(sys.stderr))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(display.refresh_every, _REFRESH_S)
+            nursery.start_soon(_announce_interrupt, controls, display)
+            async with batch.run_batch(
+                tasks,
+                concurrency=args.concurrency,
+                approve=mode,
+                backend=args.backend,
+                ray_address=args.ray_address,
+                workers=args.workers,
+                gather_traces=args.gather_traces,
+                root=args.root,
+                project_id=args.project_id,
+                agent_id=args.agent_id,
+                provider=args.provider,
+                model_id=args.model_id,
+                max_turns=args.max_turns,
+                timeout_s=args.timeout_s,
+                interrupt=controls.interrupt,
+                progress=progress,
+            ) as stream:
+                async for result in stream:
+                    await results.append(result)
+                    display.finished(result)
+            nursery.cancel_scope.cancel()
+    finally:
+        display.close(f"results: {args.output}")
+    return EXIT_CODES["aborted"] if controls.interrupt.is_set() else 0
+
+
+async def _announce_interrupt(controls: Controls, display: ProgressDisplay) -> None:
+    await controls.interrupt.wait()
+    display.note(
+        "interrupting the running tasks (their results will say aborted); "
+        "Ctrl-C again stops at once"
+    )
+
+
+class ProgressDisplay:
+    """The batch's progress on stderr: one live line, or one line per finished task."""
+
+    def __init__(self, progress: batch.BatchProgress, out: TextIO, *, live: bool) -> None:
+        """Show ``progress`` on ``out``; ``live``: redraw one line (a terminal)."""
+        self._progress = progress
+        self._out = out
+        self._live = live
+        self._drawn = False
+        self._shown = 0
+
+    def finished(self, result: batch.BatchResult) -> None:
+        """A result was written."""
+        self._shown += 1
+        if self._live:
+            self._draw()
+        else:
+            self._write(self._progress.finished_line(result, self._shown) + "\n")
+
+    def note(self, text: str) -> None:
+        """A message of its own, above the live line."""
+        self._clear()
+        self._write(f"penguin batch: {text}\n")
+        if self._live:
+            self._draw()
+
+    async def refresh_every(self, seconds: float) -> None:
+        """Redraw the live line every ``seconds`` (the rate and ETA move between results)."""
+        if not self._live:
+            return
+        while True:
+            self._draw()
+            await trio.sleep(seconds)
+
+    def close(self, trailer: str) -> None:
+        """Replace the live line with the summary."""
+        self._clear()
+        summary = self._progress.summary(trio.current_time())
+        self._write(f"penguin batch: {summary}; {trailer}\n")
+
+    def _draw(self) -> None:
+        width = shutil.get_terminal_size((100, 24)).columns
+        line = self._progress.line(trio.current_time())[: max(10, width - 1)]
+        self._write(f"\r\x1b[K{line}")
+        self._drawn = True
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self._write("\r\x1b[K")
+            self._drawn = False
+
+    def _write(self, text: str) -> None:
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except (OSError, ValueError):  # a closed or broken stderr must not stop the batch
+            pass
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except ValueError:
+        return False

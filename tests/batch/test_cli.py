@@ -1,0 +1,317 @@
+"""B2.1, B2.3, B1.3 and B2.6 through a real ``penguin batch`` process and a local model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+import trio
+
+from penguin.llm import testing as t
+
+from .scripted import (
+    TaskScripts,
+    configure_model,
+    logged_exec,
+    read_log,
+    task_line,
+    write_tasks,
+)
+from .test_runner import processes_with, wait_until
+
+SPEC_KEYS = [
+    "id",
+    "status",
+    "session_id",
+    "trace_path",
+    "workspace",
+    "turns",
+    "tokens",
+    "tool_calls",
+    "wall_s",
+    "final_text",
+    "error",
+    "metadata",
+]
+
+
+PENGUIN = (sys.executable, "-m", "penguin")
+
+
+async def penguin(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [*PENGUIN, *args],
+        cwd=cwd,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+
+
+def results_of(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+async def model(tmp_path: Path) -> AsyncIterator[tuple[TaskScripts, Path]]:
+    scripts = TaskScripts()
+    async with t.serve_openai_compatible(scripts) as server:
+        root = tmp_path / "root"
+        configure_model(root, server.base_url)
+        yield scripts, root
+
+
+BAD_USAGE = [
+    (["--approve", "always-ask"], None, "--approve always-ask asks before tool calls"),
+    (["--approve", "read-only"], None, "nobody is there to answer in a batch"),
+    (["--approve", "sometimes"], None, 'Invalid approval mode "sometimes"'),
+    (["--concurrency", "0"], None, "--concurrency must be more than 0"),
+    (["--ray-address", "127.0.0.1:1"], None, "--ray-address needs --backend ray"),
+    (["--provider", "local"], None, "give --provider and --model-id together"),
+    ([], ['{"id": "a", "prompt": "x"}', "{broken"], "tasks.jsonl:2: not valid JSON"),
+    (
+        [],
+        ['{"id": "a", "prompt": "x"}', '{"id": "a", "prompt": "y"}'],
+        "tasks.jsonl:2: duplicate id 'a' (first used on line 1)",
+    ),
+    ([], ['{"id": "a", "prompt": "x", "template": "nope"}'], 'tasks.jsonl:1: template "'),
+    ([], ['{"id": "a", "prompt": "x", "approve": "always-ask"}'], "tasks.jsonl:1: "),
+    (["--provider", "other", "--model-id", "m"], None, "other"),
+]
+
+
+@pytest.mark.parametrize(("flags", "lines", "message"), BAD_USAGE)
+async def test_b2_1_bad_usage_exits_1_before_anything_runs(
+    tmp_path: Path, flags: list[str], lines: Sequence[str] | None, message: str
+) -> None:
+    root = tmp_path / "root"
+    configure_model(root, "http://127.0.0.1:9/v1")  # never asked: nothing runs
+    tasks = write_tasks(tmp_path / "tasks.jsonl", lines or [task_line("a")])
+    out = tmp_path / "results.jsonl"
+    done = await penguin(
+        "batch", str(tasks), "-o", str(out), "--root", str(root), *flags, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr.decode()
+    assert message in done.stderr.decode()
+    assert not out.exists()
+
+
+async def test_b2_1_no_model_and_an_existing_results_file_are_bad_usage(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("a")])
+    out = tmp_path / "results.jsonl"
+    done = await penguin(
+        "batch", str(tasks), "-o", str(out), "--root", str(tmp_path / "r"), cwd=tmp_path
+    )
+    assert done.returncode == 1
+    assert "No model is configured. Add one with: penguin config model add" in done.stderr.decode()
+    configure_model(tmp_path / "r", "http://127.0.0.1:9/v1")
+    out.write_text('{"id": "a", "status": "completed"}\n')
+    done = await penguin(
+        "batch", str(tasks), "-o", str(out), "--root", str(tmp_path / "r"), cwd=tmp_path
+    )
+    assert done.returncode == 1
+    assert "already holds results: pass --resume" in done.stderr.decode()
+
+
+async def test_b2_3_without_a_terminal_each_finished_task_gets_a_line(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    scripts.scripts = {"b": [t.ErrorReply(401, "bad key")]}
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [task_line("a", metadata={"n": 1}), task_line("b"), task_line("c")],
+    )
+    out = tmp_path / "results.jsonl"
+    done = await penguin("batch", str(tasks), "-o", str(out), "--root", str(root), cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr  # every task ran, whatever its status
+    assert done.stdout == b""
+    lines = [line for line in stderr.splitlines() if line.startswith("[")]
+    assert len(lines) == 3
+    assert {re.sub(r"^\[\d/3\] ", "", line).split(" in ")[0] for line in lines} == {
+        "a completed",
+        "b auth",
+        "c completed",
+    }
+    assert re.search(r"penguin batch: 3/3 tasks in \d+s: 1 auth, 2 completed; results: ", stderr)
+    assert "\r" not in stderr
+    results = {r["id"]: r for r in results_of(out)}
+    assert {k: r["status"] for k, r in results.items()} == {
+        "a": "completed",
+        "b": "auth",
+        "c": "completed",
+    }
+    assert list(results["a"]) == SPEC_KEYS
+    assert results["a"]["metadata"] == {"n": 1}
+    assert results["a"]["final_text"] == "done a"
+
+
+async def test_b1_3_resume_runs_only_the_tasks_without_a_result(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    out = tmp_path / "results.jsonl"
+    first = write_tasks(tmp_path / "first.jsonl", [task_line("a"), task_line("b")])
+    done = await penguin("batch", str(first), "-o", str(out), "--root", str(root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    everything = write_tasks(tmp_path / "all.jsonl", [task_line(i) for i in ("a", "b", "c", "d")])
+    with out.open("ab") as torn:  # a line a crash cut short: its task has no result
+        torn.write(b'{"id": "c", "stat')
+    done = await penguin(
+        "batch", str(everything), "-o", str(out), "--root", str(root), "--resume", cwd=tmp_path
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert "2 of 4 tasks already have a result" in stderr
+    assert "results.jsonl:3 holds no result; its task runs again" in stderr
+    assert sorted(scripts.asked()) == ["a", "b", "c", "d"]  # each asked exactly once
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines() if line.endswith("}")]
+    assert sorted(ids) == ["a", "b", "c", "d"]
+    done = await penguin(
+        "batch", str(everything), "-o", str(out), "--root", str(root), "--resume", cwd=tmp_path
+    )
+    assert done.returncode == 0
+    assert "4 of 4 tasks already have a result" in done.stderr.decode()
+    assert len(scripts.asked()) == 4
+
+
+async def test_b2_3_ctrl_c_aborts_the_running_tasks_exits_130_and_leaves_nothing(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = ["r1", "r2", "w1", "w2"]
+    for task_id in ids:
+        body = "(setsid sleep 300.642 > /dev/null 2>&1 &); sleep 30.642"
+        scripts.scripts[task_id] = [logged_exec(log, task_id, body)]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    with (tmp_path / "stderr").open("wb") as err:
+        process = await trio.lowlevel.open_process(
+            [
+                *PENGUIN,
+                "batch",
+                str(tasks),
+                "-o",
+                str(out),
+                "--root",
+                str(root),
+                "--concurrency",
+                "2",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        try:
+            await wait_until(lambda: len(read_log(log)) == 2, within=60)
+            await wait_until(lambda: len(processes_with("sleep 300.642")) >= 2)
+            process.send_signal(signal.SIGINT)
+            with trio.fail_after(60):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    stderr = (tmp_path / "stderr").read_text()
+    assert code == 130, stderr
+    assert "interrupting the running tasks" in stderr
+    results = results_of(out)
+    assert sorted(str(r["id"]) for r in results) == ["r1", "r2"]
+    assert {r["status"] for r in results} == {"aborted"}
+    assert out.read_bytes().endswith(b"\n")
+    assert processes_with("sleep 30.642") == []
+    assert processes_with("sleep 300.642") == []
+    assert sorted(scripts.asked()) == ["r1", "r2"]
+
+
+async def test_b2_3_on_a_terminal_the_progress_is_one_live_line(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    _, root = model
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ("a", "b", "c")])
+    out = tmp_path / "results.jsonl"
+    leader, follower = os.openpty()
+    shown: list[str] = []
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def drain() -> None:
+                shown.append(await trio.to_thread.run_sync(_drain, leader))
+
+            nursery.start_soon(drain)
+            done = await trio.run_process(
+                [*PENGUIN, "batch", str(tasks), "-o", str(out), "--root", str(root)],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=follower,
+                check=False,
+            )
+            os.close(follower)  # the last writer gone: the reader sees the end
+            follower = -1
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    (shown_text,) = shown
+    assert done.returncode == 0
+    assert "\r\x1b[K" in shown_text
+    assert re.search(r"\d/3 done, \d running, 0 failed, (--|[\d.]+) tasks/min, ETA ", shown_text)
+    assert "[1/3]" not in shown_text  # no per-task lines on a terminal
+    assert re.search(r"penguin batch: 3/3 tasks in \d+s: 3 completed", shown_text)
+    assert len(results_of(out)) == 3
+
+
+def _drain(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+async def test_b2_6_without_ray_the_ray_backend_exits_1_with_the_install_command(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    configure_model(root, "http://127.0.0.1:9/v1")
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("a")])
+    program = (
+        "import sys; sys.modules['ray'] = None\n"  # as if ray were not installed
+        "from penguin.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = await trio.run_process(
+        [
+            sys.executable,
+            "-c",
+            program,
+            "batch",
+            str(tasks),
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--root",
+            str(root),
+            "--backend",
+            "ray",
+        ],
+        cwd=tmp_path,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "pip install 'penguin[ray]'" in done.stderr.decode()
+    assert not (tmp_path / "o.jsonl").exists()

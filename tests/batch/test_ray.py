@@ -1,0 +1,436 @@
+"""B2.4 and B2.5: the Ray backend on real local clusters (slow: kept few).
+
+One cluster serves the module: ``ray start --head --block`` on 127.0.0.1 with 2 CPUs,
+its files under the module's temporary directory, stopped by SIGTERM at the end
+(never ``ray stop``, which would stop every Ray on the machine). Its workers'
+data root (``PENGUIN_HOME``) is not the driver's, as on a real cluster, so traces
+are only under the driver's agent when ``--gather-traces`` brought them. One more
+test lets ``penguin batch`` start (and stop) a local cluster of its own.
+
+Ray runs only in subprocesses here (``penguin batch``, ``ray start`` and a small
+killer script), never in the test process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+import psutil
+import pytest
+import trio
+
+from penguin.llm import testing as t
+
+from .scripted import (
+    TaskScripts,
+    configure_model,
+    exec_reply,
+    logged_exec,
+    read_log,
+    task_line,
+    text_reply,
+    tool_reply,
+    write_tasks,
+)
+from .test_runner import processes_with, wait_until
+
+if importlib.util.find_spec("ray") is None:
+    pytest.skip(
+        "the Ray backend's tests need ray: pip install -e '.[ray]'", allow_module_level=True
+    )
+
+RAY = Path(sys.executable).with_name("ray")
+PENGUIN = (sys.executable, "-m", "penguin")
+
+
+@attrs.frozen
+class Cluster:
+    address: str
+    env: Mapping[str, str]
+    """The environment a driver of this cluster runs with (its token, loopback)."""
+    worker_home: Path
+    head: subprocess.Popen[bytes]
+
+
+def short_temp_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+    where = factory.mktemp(name)
+    assert len(str(where)) < 48, f"{where} is too long for Ray's socket paths"
+    return where
+
+
+def loopback_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        **(extra or {}),
+    }
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def listening(processes: list[psutil.Process]) -> set[str]:
+    addresses = set()
+    for process in processes:
+        try:
+            for conn in process.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    addresses.add(conn.laddr.ip)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return addresses
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    temp = short_temp_dir(tmp_path_factory, "ray")
+    worker_home = tmp_path_factory.mktemp("worker-home")
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    env = loopback_env({**token, "PENGUIN_HOME": str(worker_home)})
+    with (temp / "head.log").open("wb") as log:
+        head = subprocess.Popen(
+            [
+                *(str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1"),
+                *("--port=0", "--num-cpus=2", "--include-dashboard=false"),
+                *("--disable-usage-stats", f"--temp-dir={temp}"),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        marker = temp / "ray_current_cluster"
+        deadline = time.monotonic() + 90
+        while not (marker.exists() and marker.read_text().strip()):  # written by ray start
+            assert head.poll() is None, (temp / "head.log").read_text()
+            assert time.monotonic() < deadline, "the Ray cluster did not start in 90 s"
+            time.sleep(0.1)
+        address = marker.read_text().strip()
+        processes = tree(head.pid)
+        assert listening(processes) <= {"127.0.0.1", "::ffff:127.0.0.1"}
+        yield Cluster(address, loopback_env(token), worker_home, head)
+    finally:
+        processes = tree(head.pid)
+        head.send_signal(signal.SIGTERM)
+        _, alive = psutil.wait_procs(processes, timeout=60)
+        for process in alive:
+            process.kill()
+        head.wait(timeout=10)
+        assert alive == [], "the cluster left processes behind"
+
+
+@pytest.fixture
+async def model(tmp_path: Path) -> AsyncIterator[tuple[TaskScripts, Path]]:
+    scripts = TaskScripts()
+    async with t.serve_openai_compatible(scripts) as server:
+        driver_home = tmp_path / "driver-home"
+        configure_model(driver_home, server.base_url)
+        yield scripts, driver_home
+
+
+async def batch(
+    tasks: Path, out: Path, *flags: str, env: Mapping[str, str], cwd: Path
+) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [*PENGUIN, "batch", str(tasks), "-o", str(out), *flags],
+        env=dict(env),
+        cwd=cwd,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+
+
+def results_of(path: Path) -> dict[str, dict[str, object]]:
+    found = {}
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        assert obj["id"] not in found, f"{obj['id']} written twice"
+        found[obj["id"]] = obj
+    return found
+
+
+def comparable(result: dict[str, object]) -> dict[str, object]:
+    machine_specific = ("session_id", "trace_path", "workspace", "wall_s")
+    return {k: v for k, v in result.items() if k not in machine_specific}
+
+
+KILLER = """
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="error")
+names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+chosen = [n for n in names if n.startswith("batch-") and n.endswith(sys.argv[2])]
+for name in chosen:
+    ray.kill(ray.get_actor(name, namespace="penguin"), no_restart=True)
+print(" ".join(chosen))
+"""
+
+
+async def kill_worker(cluster: Cluster, suffix: str) -> list[str]:
+    done = await trio.run_process(
+        [sys.executable, "-c", KILLER, cluster.address, suffix],
+        env=dict(cluster.env),
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().split()
+
+
+async def test_b2_4_results_match_the_local_backend_and_traces_are_gathered(
+    cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, driver_home = model
+    ids = [f"t{n}" for n in range(6)]
+    for n, task_id in enumerate(ids):
+        scripts.scripts[task_id] = [
+            tool_reply(
+                "write_file",
+                {"description": "note", "file_path": "note.txt", "content": f"{task_id}\n"},
+                cached_tokens=n,
+            ),
+            exec_reply("cat note.txt; grep SigBlk /proc/self/status"),
+            text_reply(f"wrote {task_id}"),
+        ]
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [task_line(i, metadata={"n": n}) for n, i in enumerate(ids)]
+    )
+    driver_env = {**cluster.env, "PENGUIN_HOME": str(driver_home)}
+    local_out, ray_out = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    done = await batch(tasks, local_out, env=driver_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    done = await batch(
+        tasks,
+        ray_out,
+        "--backend",
+        "ray",
+        "--ray-address",
+        cluster.address,
+        "--workers",
+        "2",
+        "--concurrency",
+        "2",
+        "--gather-traces",
+        env=driver_env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    local, remote = results_of(local_out), results_of(ray_out)
+    assert sorted(remote) == ids
+    assert {k: comparable(v) for k, v in remote.items()} == {
+        k: comparable(v) for k, v in local.items()
+    }
+    assert {r["status"] for r in remote.values()} == {"completed"}
+    driver_traces = driver_home / "default_project/agents/default_agent/traces"
+    worker_agent = cluster.worker_home / "default_project/agents/default_agent"
+    for result in remote.values():
+        trace = Path(str(result["trace_path"]))
+        assert trace.is_relative_to(driver_traces), trace  # gathered to the driver's agent
+        assert f"{result['session_id']}_001.jsonl" == trace.name
+        (original,) = (worker_agent / "traces").rglob(trace.name)  # written by the worker
+        gathered = await trio.Path(trace).read_bytes()
+        assert gathered == await trio.Path(original).read_bytes()
+        # The commands run with no signal blocked, as they do outside Ray.
+        assert b"SigBlk:\\t0000000000000000" in gathered
+        workspace = Path(str(result["workspace"]))
+        assert workspace.is_relative_to(worker_agent / "workspaces")  # on the node that ran it
+        assert (workspace / "note.txt").read_text() == f"{result['id']}\n"
+    # The workers used the driver's model (its configuration was sent to them).
+    assert sorted(task_id for task_id, step, _ in scripts.requests if step == 0) == sorted(
+        ids + ids
+    )
+
+
+async def test_b2_4_results_stream_back_as_each_task_ends_and_ctrl_c_aborts_the_rest(
+    cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, driver_home = model
+    log = tmp_path / "times.log"
+    scripts.scripts = {"slow": [logged_exec(log, "slow", "sleep 60.274")]}
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("slow"), task_line("fast")])
+    out = tmp_path / "results.jsonl"
+    flags = ["--backend", "ray", "--ray-address", cluster.address, "--workers", "1"]
+    with (tmp_path / "stderr").open("wb") as err:
+        process = await trio.lowlevel.open_process(
+            [*PENGUIN, "batch", str(tasks), "-o", str(out), *flags],
+            env={**cluster.env, "PENGUIN_HOME": str(driver_home)},
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        try:
+            await wait_until(lambda: "slow" in read_log(log), within=120)
+            await wait_until(lambda: out.exists() and b"fast" in out.read_bytes(), within=60)
+            # One worker runs both: the fast result came back while the slow task runs.
+            assert [what for what, _ in read_log(log)["slow"]] == ["start"]
+            assert [p for p in processes_with("sleep 60.274") if p.name() == "sleep"]
+            process.send_signal(signal.SIGINT)
+            with trio.fail_after(60):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert code == 130, (tmp_path / "stderr").read_text()
+    results = results_of(out)
+    assert {k: r["status"] for k, r in results.items()} == {"fast": "completed", "slow": "aborted"}
+    await wait_until(lambda: processes_with("sleep 60.274") == [])
+
+
+async def test_b2_5_a_killed_worker_s_tasks_are_retried_once_and_nothing_is_written_twice(
+    cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, driver_home = model
+    log = tmp_path / "times.log"
+    ids = [f"t{n}" for n in range(6)]  # w0 gets t0, t2, t4; w1 gets t1, t3, t5
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 2")]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    driver_env = {**cluster.env, "PENGUIN_HOME": str(driver_home)}
+    async with trio.open_nursery() as nursery:
+        finished: list[subprocess.CompletedProcess[bytes]] = []
+
+        async def run() -> None:
+            finished.append(
+                await batch(
+                    tasks,
+                    out,
+                    "--backend",
+                    "ray",
+                    "--ray-address",
+                    cluster.address,
+                    "--workers",
+                    "2",
+                    "--concurrency",
+                    "3",
+                    env=driver_env,
+                    cwd=tmp_path,
+                )
+            )
+
+        nursery.start_soon(run)
+        await wait_until(lambda: {"t0", "t2", "t4"} <= set(read_log(log)), within=120)
+        assert len(await kill_worker(cluster, "-w0")) == 1
+    (done,) = finished
+    assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)
+    assert sorted(results) == ids
+    assert {r["status"] for r in results.values()} == {"completed"}
+    starts = {i: [w for w, _ in events].count("start") for i, events in read_log(log).items()}
+    assert {i: starts[i] for i in ("t1", "t3", "t5")} == {"t1": 1, "t3": 1, "t5": 1}
+    assert all(starts[i] == 2 for i in ("t0", "t2", "t4")), starts  # killed, run again
+
+
+async def test_b2_5_a_task_lost_twice_gets_error(
+    cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, driver_home = model
+    log = tmp_path / "times.log"
+    scripts.scripts = {"lost": [logged_exec(log, "lost", "sleep 20.517")]}
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("lost")])
+    out = tmp_path / "results.jsonl"
+    driver_env = {**cluster.env, "PENGUIN_HOME": str(driver_home)}
+    async with trio.open_nursery() as nursery:
+        finished: list[subprocess.CompletedProcess[bytes]] = []
+
+        async def run() -> None:
+            finished.append(
+                await batch(
+                    tasks,
+                    out,
+                    "--backend",
+                    "ray",
+                    "--ray-address",
+                    cluster.address,
+                    env=driver_env,
+                    cwd=tmp_path,
+                )
+            )
+
+        nursery.start_soon(run)
+
+        def started(times: int) -> bool:
+            return [w for w, _ in read_log(log).get("lost", [])].count("start") == times
+
+        await wait_until(lambda: started(1), within=120)
+        assert len(await kill_worker(cluster, "-w0")) == 1
+        await wait_until(lambda: started(2), within=120)
+        assert len(await kill_worker(cluster, "-w0-retry")) == 1
+    (done,) = finished
+    assert done.returncode == 0, done.stderr.decode()
+    (result,) = results_of(out).values()
+    assert result["status"] == "error"
+    assert "lost twice" in str(result["error"])
+
+
+@pytest.fixture
+def run_temp() -> Iterator[Path]:
+    """A temporary directory short enough for Ray's socket paths (pytest's are long)."""
+    where = Path(tempfile.mkdtemp(prefix="pgb-", dir="/tmp"))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
+    model: tuple[TaskScripts, Path], tmp_path: Path, run_temp: Path
+) -> None:
+    scripts, driver_home = model
+    log = tmp_path / "times.log"
+    ids = ["a", "b", "c", "d"]
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 1.5")]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "PENGUIN_HOME"}
+    env |= {"TMPDIR": str(run_temp), "PENGUIN_HOME": str(driver_home), "HOME": str(tmp_path)}
+    with (tmp_path / "stderr").open("wb") as err:
+        process = await trio.lowlevel.open_process(
+            [*PENGUIN, "batch", str(tasks), "-o", str(out), "--backend", "ray", "--workers", "2"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        try:
+            await wait_until(lambda: len(read_log(log)) >= 2, within=120)
+            during = tree(process.pid)
+            bound = listening(during)
+            entries = await trio.Path(run_temp).iterdir()
+            cluster_dirs = [Path(p) for p in entries if p.name.startswith("penguin-ray-")]
+            with trio.fail_after(120):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert code == 0, (tmp_path / "stderr").read_text()
+    assert {r["status"] for r in results_of(out).values()} == {"completed"}
+    assert len(during) > 5  # gcs, raylet, agents, workers: the cluster was there
+    assert bound, "no listening socket found"
+    assert bound <= {"127.0.0.1", "::ffff:127.0.0.1"}, bound
+    assert len(cluster_dirs) == 1  # its files were under the run's temporary directory
+    assert not cluster_dirs[0].exists()  # and removed after
+    _, alive = psutil.wait_procs(during, timeout=30)
+    assert alive == [], [p.name() for p in alive]
+    assert not (tmp_path / ".ray").exists()  # no token written under ~/.ray
+    assert processes_with(str(run_temp)) == []

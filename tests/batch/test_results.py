@@ -1,0 +1,105 @@
+"""B1.2 and B1.3: the result line, the results file, and what --resume reads from it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from penguin.batch import BatchOptionError, BatchResult, ResultsFile, TokenTotals
+from penguin.batch._results import recorded_ids, status_of_run
+
+SPEC_KEYS = [
+    "id",
+    "status",
+    "session_id",
+    "trace_path",
+    "workspace",
+    "turns",
+    "tokens",
+    "tool_calls",
+    "wall_s",
+    "final_text",
+    "error",
+    "metadata",
+]
+
+
+def result(task_id: str = "t1", **fields: object) -> BatchResult:
+    return BatchResult(id=task_id, status="completed", **fields)  # type: ignore[arg-type]
+
+
+def test_b1_2_a_result_is_one_line_with_the_spec_keys_in_order() -> None:
+    full = result(
+        session_id="session-2026-01-02-03-04-05-0000abcd",
+        trace_path="/t/x_001.jsonl",
+        workspace="/w",
+        turns=2,
+        tokens=TokenTotals(input=150, output=30, cached=20),
+        tool_calls=1,
+        wall_s=1.23456,
+        final_text="done ✓",
+        metadata={"k": [1]},
+    )
+    line = full.line()
+    assert line.endswith(b"\n")
+    assert line.count(b"\n") == 1
+    obj = json.loads(line)
+    assert list(obj) == SPEC_KEYS
+    assert obj["tokens"] == {"input": 150, "output": 30, "cached": 20}
+    assert obj["wall_s"] == 1.235
+    assert "✓" in line.decode()
+    assert BatchResult.from_line(line) == attrs_evolve_wall(full, 1.235)
+
+
+def attrs_evolve_wall(r: BatchResult, wall: float) -> BatchResult:
+    import attrs
+
+    return attrs.evolve(r, wall_s=wall)
+
+
+def test_b1_2_statuses_come_from_how_the_run_ended() -> None:
+    assert status_of_run("completed") == "completed"
+    assert status_of_run("malformed") == "failed"
+    for same in ("failed", "timeout", "auth", "max_turns", "aborted"):
+        assert status_of_run(same) == same
+    with pytest.raises(ValueError, match="unknown status"):
+        BatchResult.from_json({"id": "a", "status": "exploded"})
+
+
+def test_b1_3_recorded_ids_skip_lines_that_hold_no_result() -> None:
+    ids, unreadable = recorded_ids(
+        [result("a").line(), b'{"id": "b", "sta', b"", b"[1]", result("c").line()]
+    )
+    assert ids == {"a", "c"}
+    assert unreadable == [2, 4]
+
+
+async def test_b1_2_the_results_file_gets_one_write_per_line_and_never_an_id_twice(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "out" / "results.jsonl"
+    with ResultsFile.open(path) as out:
+        assert await out.append(result("a"))
+        assert await out.append(result("b"))
+        assert not await out.append(result("a", turns=9))
+    assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == ["a", "b"]
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+
+async def test_b1_3_an_existing_results_file_needs_resume(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(result("a").line() + b'{"id": "b", "status"')  # torn by a crash
+    with pytest.raises(BatchOptionError, match="pass --resume"):
+        ResultsFile.open(path)
+    with ResultsFile.open(path, resume=True) as out:
+        assert out.ids == {"a"}
+        assert out.unreadable_lines == [2]
+        await out.append(result("b"))
+    last = path.read_text().splitlines()[-1]
+    assert json.loads(last)["id"] == "b"  # on a line of its own, after the torn one
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with ResultsFile.open(tmp_path / "empty.jsonl") as out:  # blank: nothing to resume
+        assert out.ids == set()

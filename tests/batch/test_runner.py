@@ -1,0 +1,370 @@
+"""B2.2 and B3.1: the local runner and the Python API, on a real local model server.
+
+Every task is a real Session: real processes for its commands, real files in its
+workspace, a real trace. The model is scripted per task (tests/batch/scripted.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import trio
+import trio.testing
+
+from penguin import batch
+from penguin.batch import BatchResult, BatchTask, run_batch
+from penguin.batch._runner import run_until_stopped
+from penguin.llm import testing as t
+from penguin.trace import read_trace
+
+from .scripted import (
+    TaskScripts,
+    configure_model,
+    exec_reply,
+    logged_exec,
+    most_at_once,
+    prompt,
+    read_log,
+    text_reply,
+)
+
+
+@pytest.fixture
+async def model(tmp_path: Path) -> AsyncIterator[tuple[TaskScripts, Path]]:
+    scripts = TaskScripts()
+    async with t.serve_openai_compatible(scripts) as server:
+        root = tmp_path / "root"
+        configure_model(root, server.base_url)
+        yield scripts, root
+
+
+def task(task_id: str, **fields: Any) -> BatchTask:
+    return BatchTask(id=task_id, prompt=prompt(task_id), **fields)
+
+
+async def run_all(tasks: Sequence[BatchTask], root: Path, **options: Any) -> list[BatchResult]:
+    async with run_batch(tasks, root=root, **options) as stream:
+        return [result async for result in stream]
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if marker in " ".join(process.cmdline()):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+async def wait_until(condition: Callable[[], bool], within: float = 30.0) -> None:
+    with trio.fail_after(within):
+        while not condition():  # noqa: ASYNC110 - the condition is a file or a process
+            await trio.sleep(0.02)
+
+
+# ---------------------------------------------------------------------- stopping (sans model)
+
+
+async def test_b2_2_a_task_over_its_timeout_is_interrupted_then_stopped_hard(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    mock_clock.autojump_threshold = 0
+    seen: list[float] = []
+
+    async def deaf(task_interrupt: trio.Event) -> None:  # ignores its interrupt
+        await task_interrupt.wait()
+        seen.append(trio.current_time())
+        await trio.sleep_forever()
+
+    start = trio.current_time()
+    stop = await run_until_stopped(deaf, interrupt=trio.Event(), timeout_s=5.0)
+    assert stop == batch._runner.TaskStop(cause="timeout", hard=True)
+    assert seen == [start + 5.0]
+    assert trio.current_time() == start + 5.0 + batch.HARD_STOP_GRACE_S
+
+
+async def test_b2_2_an_interrupted_task_that_listens_ends_without_a_hard_stop(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    mock_clock.autojump_threshold = 0
+    interrupt = trio.Event()
+
+    async def listens(task_interrupt: trio.Event) -> None:
+        await task_interrupt.wait()
+        await trio.sleep(1.0)  # a graceful close-out
+
+    async with trio.open_nursery() as nursery:
+        stops: list[batch._runner.TaskStop] = []
+
+        async def run() -> None:
+            stops.append(await run_until_stopped(listens, interrupt=interrupt, timeout_s=None))
+
+        nursery.start_soon(run)
+        await trio.sleep(2.0)
+        interrupt.set()
+    assert stops == [batch._runner.TaskStop(cause="aborted", hard=False)]
+
+    async def quick(task_interrupt: trio.Event) -> None:
+        await trio.sleep(1.0)
+
+    assert await run_until_stopped(quick, interrupt=trio.Event(), timeout_s=5.0) == (
+        batch._runner.TaskStop()
+    )
+
+
+# ---------------------------------------------------------------------- the Python API
+
+
+async def test_b3_1_results_stream_in_completion_order_with_the_spec_fields(
+    model: tuple[TaskScripts, Path],
+) -> None:
+    scripts, root = model
+    scripts.scripts = {
+        "slow": [exec_reply("sleep 1; echo slept"), text_reply("slept well")],
+    }
+    tasks = [task("slow", metadata={"split": "dev"}), task("fast")]
+    results = await run_all(tasks, root, concurrency=2)
+    assert [r.id for r in results] == ["fast", "slow"]
+    fast, slow = results
+    assert fast.status == "completed"
+    assert (fast.turns, fast.tool_calls, fast.final_text) == (1, 0, "done fast")
+    assert fast.tokens == batch.TokenTotals(input=50, output=10, cached=0)
+    assert fast.metadata == {}
+    assert slow.status == "completed"
+    assert (slow.turns, slow.tool_calls, slow.final_text) == (2, 1, "slept well")
+    assert slow.tokens == batch.TokenTotals(input=150, output=30, cached=0)
+    assert slow.metadata == {"split": "dev"}
+    assert slow.wall_s >= 1.0
+    assert slow.error is None
+    for result in results:
+        assert result.session_id is not None
+        assert result.session_id.startswith("session-")
+        assert result.workspace is not None
+        assert (
+            Path(result.workspace).parent
+            == root / "default_project/agents/default_agent/workspaces"
+        )
+        records = read_trace(Path(str(result.trace_path)))
+        assert records[0].type == "session_meta"
+        assert records[0].payload.session_id == result.session_id  # type: ignore[union-attr]
+    assert fast.workspace != slow.workspace
+
+
+async def test_b1_1_per_task_workspaces_never_share_files(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    template = tmp_path / "template"
+    (template / "src").mkdir(parents=True)
+    (template / "src" / "seed.txt").write_text("seed\n")
+    given = tmp_path / "given"
+    given.mkdir()
+    for task_id in ("a", "b", "given", "fresh"):
+        scripts.scripts[task_id] = [
+            exec_reply(f"echo {task_id} > mine.txt; ls -A > ../{task_id}.ls || true")
+        ]
+    tasks = [
+        task("a", template=template),
+        task("b", template=template),
+        task("given", workspace=given),
+        task("fresh"),
+    ]
+    results = {r.id: r for r in await run_all(tasks, root, concurrency=4)}
+    assert {r.status for r in results.values()} == {"completed"}
+    spaces = {task_id: Path(str(r.workspace)) for task_id, r in results.items()}
+    assert len(set(spaces.values())) == 4
+    for task_id in ("a", "b"):
+        assert (spaces[task_id] / "src" / "seed.txt").read_text() == "seed\n"
+        assert (spaces[task_id] / "mine.txt").read_text() == f"{task_id}\n"
+        assert spaces[task_id] != template
+    assert sorted(p.name for p in template.rglob("*")) == ["seed.txt", "src"]  # untouched
+    assert spaces["given"] == given
+    assert (given / "mine.txt").read_text() == "given\n"
+    assert sorted(p.name for p in spaces["fresh"].iterdir()) == ["mine.txt"]
+
+
+async def test_b2_2_concurrency_never_goes_above_n(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = [f"t{n}" for n in range(8)]
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 0.4")]
+    results = await run_all([task(i) for i in ids], root, concurrency=3)
+    assert sorted(r.id for r in results) == ids
+    assert {r.status for r in results} == {"completed"}
+    assert sorted(read_log(log)) == ids
+    peak = most_at_once(log)
+    assert 2 <= peak <= 3, peak
+
+
+async def test_b2_2_a_task_over_its_timeout_says_timeout_and_leaves_no_process(
+    model: tuple[TaskScripts, Path],
+) -> None:
+    scripts, root = model
+    scripts.scripts = {"hang": [exec_reply("sleep 60.731")]}
+    results = {
+        r.id: r for r in await run_all([task("hang", timeout_s=1), task("ok")], root, timeout_s=30)
+    }
+    hang = results["hang"]
+    assert hang.status == "timeout"
+    assert hang.error == "timed out after 1 s"
+    assert 1.0 <= hang.wall_s < 1.0 + batch.HARD_STOP_GRACE_S
+    assert results["ok"].status == "completed"
+    assert processes_with("sleep 60.731") == []
+    records = read_trace(Path(str(hang.trace_path)))
+    outputs = [r.payload for r in records if getattr(r.payload, "type", "") == "tool_call_output"]
+    assert "[interrupted: tool aborted by user]" in outputs[0].output  # type: ignore[union-attr]
+
+
+async def test_b2_2_a_forked_daemon_dies_with_its_task(model: tuple[TaskScripts, Path]) -> None:
+    scripts, root = model
+    scripts.scripts = {
+        "daemon": [exec_reply("(setsid sleep 300.417 > /dev/null 2>&1 &); echo forked")]
+    }
+    (result,) = await run_all([task("daemon")], root)
+    assert result.status == "completed"
+    assert processes_with("sleep 300.417") == []
+
+
+async def test_b1_2_each_task_ends_with_its_own_status_and_the_batch_goes_on(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    scripts.scripts = {
+        "auth": [t.ErrorReply(401, "bad key")],
+        "turns": [exec_reply("echo one"), exec_reply("echo two")],
+    }
+    tasks = [
+        task("auth"),
+        task("turns", max_turns=1),
+        task("no-template", template=tmp_path / "missing"),
+        task("no-workspace", workspace=tmp_path / "nowhere"),
+        task("no-model", provider="nope", model_id="none"),
+        task("fine"),
+    ]
+    results = {r.id: r for r in await run_all(tasks, root)}
+    assert results["auth"].status == "auth"
+    assert results["turns"].status == "max_turns"
+    assert results["turns"].turns == 1
+    assert results["no-template"].status == "error"
+    assert results["no-template"].error == f'template "{tmp_path / "missing"}" does not exist'
+    assert results["no-template"].session_id is None
+    assert results["no-workspace"].status == "error"
+    assert "does not exist" in str(results["no-workspace"].error)
+    assert results["no-model"].status == "error"
+    assert "nope" in str(results["no-model"].error)
+    assert results["fine"].status == "completed"
+
+
+async def test_b2_1_deny_all_denies_and_the_command_policy_still_forbids(
+    model: tuple[TaskScripts, Path],
+) -> None:
+    scripts, root = model
+    scripts.scripts = {
+        "denied": [exec_reply("touch made.txt")],
+        "forbidden": [exec_reply("rm -rf /")],
+    }
+    tasks = [task("denied", approve="deny-all"), task("forbidden")]
+    results = {r.id: r for r in await run_all(tasks, root)}
+    assert {r.status for r in results.values()} == {"completed"}
+    assert not (Path(str(results["denied"].workspace)) / "made.txt").exists()
+
+    def decisions(result: BatchResult) -> list[tuple[str, str | None]]:
+        records = read_trace(Path(str(result.trace_path)))
+        return [
+            (r.payload.decision, r.payload.policy_rule)  # type: ignore[union-attr]
+            for r in records
+            if getattr(r.payload, "type", "") == "approval_decision"
+        ]
+
+    assert decisions(results["denied"]) == [("deny", None)]
+    assert decisions(results["forbidden"]) == [("forbidden", "rm-recursive-force")]
+
+
+async def test_b3_1_the_asking_modes_and_bad_options_are_refused(tmp_path: Path) -> None:
+    for options in ({"approve": "always-ask"}, {"approve": "read-only"}):
+        with pytest.raises(batch.BatchOptionError, match="nobody is there to answer"):
+            await run_all([task("a")], tmp_path, **options)
+    with pytest.raises(batch.BatchOptionError, match="at least 1"):
+        await run_all([task("a")], tmp_path, concurrency=0)
+    with pytest.raises(batch.TaskFileError, match="duplicate id"):
+        await run_all([task("a"), task("a")], tmp_path)
+
+
+async def test_b3_1_an_interrupt_aborts_what_runs_and_starts_nothing_more(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = ["r1", "r2", "w1", "w2"]
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 30.562")]
+    interrupt = trio.Event()
+    progress = batch.BatchProgress(total=4)
+    results: list[BatchResult] = []
+    async with trio.open_nursery() as nursery:
+
+        async def consume() -> None:
+            async with run_batch(
+                [task(i) for i in ids],
+                root=root,
+                concurrency=2,
+                interrupt=interrupt,
+                progress=progress,
+            ) as stream:
+                async for result in stream:
+                    results.append(result)
+
+        nursery.start_soon(consume)
+        await wait_until(lambda: len(read_log(log)) == 2)
+        assert progress.running == 2
+        interrupt.set()
+    assert sorted(r.id for r in results) == ["r1", "r2"]
+    assert {r.status for r in results} == {"aborted"}
+    assert {r.error for r in results} == {"interrupted"}
+    assert sorted(scripts.asked()) == ["r1", "r2"]  # two ran at once: either asks first
+    assert processes_with("sleep 30.562") == []
+    assert (progress.done, progress.running) == (2, 0)
+
+
+async def test_b3_1_leaving_the_block_early_stops_what_still_runs(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    scripts.scripts = {
+        "first": [
+            exec_reply(
+                f"while [ $(wc -l < {log} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.05; done"
+            )
+        ],
+        "s1": [logged_exec(log, "s1", "sleep 30.883")],
+        "s2": [logged_exec(log, "s2", "sleep 30.883")],
+    }
+    tasks = [task("s1"), task("s2"), task("first")]
+    async with run_batch(tasks, root=root, concurrency=3) as stream:
+        async for result in stream:
+            assert result.id == "first"
+            sleeping = [p for p in processes_with("sleep 30.883") if p.name() == "sleep"]
+            assert len(sleeping) == 2
+            break
+    assert processes_with("sleep 30.883") == []
+    for task_id in ("s1", "s2"):
+        assert [what for what, _ in read_log(log)[task_id]] == ["start"]
+
+
+def test_b3_1_the_package_is_reachable_from_penguin() -> None:
+    import penguin
+
+    assert penguin.batch.run_batch is run_batch
+    assert json.loads(BatchResult(id="x", status="error").line())["status"] == "error"
+    assert {"load_tasks", "BatchTask", "BatchResult", "run_batch"} <= set(batch.__all__)
