@@ -29,7 +29,7 @@ from ._commands import SupervisorClosedError as SupervisorClosedError
 from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import resolve_shell as resolve_shell
-from ._process import OWNER_VARIABLE as OWNER_VARIABLE
+from ._proctable import OWNER_VARIABLE as OWNER_VARIABLE
 from ._reports import BackgroundReport as BackgroundReport
 from ._reports import ExitStatus as ExitStatus
 from ._reports import ReportChannel as ReportChannel

@@ -67,13 +67,13 @@ from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._process import (
     DEFAULT_GRACE,
-    OWNER_VARIABLE,
     SpawnedProcess,
     end_process_tree,
     kill_marked,
     signal_group,
     spawn_process,
 )
+from ._proctable import OWNER_VARIABLE
 from ._registry import (
     COMMAND_SESSION_CAP,
     IDLE_REAP_AFTER,
