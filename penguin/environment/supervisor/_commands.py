@@ -592,20 +592,8 @@ class CommandSupervisor:
         if self._closed:
             raise SupervisorClosedError
         session = self._new_session(cmd, cwd)
-        self._live.add(session)
-        self._spawned_any = True
         try:
-            await self._nursery.start(
-                partial(
-                    session.run,
-                    (*self._shell.argv, cmd),
-                    self._environment_for(session.owner),
-                    tty,
-                    self._on_exit,
-                    self._live.discard,
-                    executable=self._shell.executable,
-                )
-            )
+            await self._nursery.start(self._session_task(session, tty, background=False))
         except BaseException:
             if session.started:
                 # Spawned, but the caller was cancelled before start() returned: the
@@ -629,21 +617,25 @@ class CommandSupervisor:
         session = self._new_session(cmd, cwd)
         self.register(session)
         self.arm_report(session, label)
+        self._nursery.start_soon(self._session_task(session, tty, background=True))
+        return session
+
+    def _session_task(
+        self, session: CommandSession, tty: bool, *, background: bool
+    ) -> Callable[..., Awaitable[None]]:
+        """The session's task, counted live from now on (for ``nursery.start``/``start_soon``)."""
         self._live.add(session)
         self._spawned_any = True
-        self._nursery.start_soon(
-            partial(
-                session.run,
-                (*self._shell.argv, cmd),
-                self._environment_for(session.owner),
-                tty,
-                self._on_exit,
-                self._live.discard,
-                executable=self._shell.executable,
-                background=True,
-            )
+        return partial(
+            session.run,
+            (*self._shell.argv, session.cmd),
+            self._environment_for(session.owner),
+            tty,
+            self._on_exit,
+            self._live.discard,
+            executable=self._shell.executable,
+            background=background,
         )
-        return session
 
     # ------------------------------------------------------------------ registry
 
