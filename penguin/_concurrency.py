@@ -13,7 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-__all__ = ["collapse_single"]
+__all__ = ["collapse_single", "error_text"]
+
+
+def error_text(exc: BaseException) -> str:
+    """The message of ``exc``, looking through groups of one; its class name if empty."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
 
 
 @contextmanager

@@ -140,12 +140,12 @@ class Agent:
             Path(workspace_dir) if workspace_dir is not None else cfg.new_temp_workspace(self.paths)
         )
         if vision is None:
-            vision = self._model_has_vision(llm)
+            vision = _model_has_vision(self, llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
         async with (
             _closed_after(owned_llm),
-            self._assemble(
-                session_id, workspace, llm, writer, vision=vision, ledger=None
+            _assemble(
+                self, session_id, workspace, llm, writer, vision=vision, ledger=None
             ) as session,
         ):
             yield session
@@ -179,7 +179,7 @@ class Agent:
             )
             llm = owned_llm
         if vision is None:
-            vision = self._model_has_vision(llm)
+            vision = _model_has_vision(self, llm)
         writer = TraceWriter(
             self.paths.traces_dir,
             session_id,
@@ -188,7 +188,8 @@ class Agent:
         )
         async with (
             _closed_after(owned_llm),
-            self._assemble(
+            _assemble(
+                self,
                 session_id,
                 Path(meta.payload.workspace),
                 llm,
@@ -201,124 +202,125 @@ class Agent:
         ):
             yield session
 
-    def _model_has_vision(self, llm: LLM) -> bool:
-        try:
-            project = self.project_config()
-        except cfg.ConfigError:
-            return True
-        for entry in project.models:
-            if (entry.provider, entry.model_id) == (llm.model.provider, llm.model.model_id):
-                return entry.vision
+
+def _model_has_vision(agent: Agent, llm: LLM) -> bool:
+    """What the project's catalog says of ``llm`` taking images (default: it does)."""
+    try:
+        project = agent.project_config()
+    except cfg.ConfigError:
         return True
+    for entry in project.models:
+        if (entry.provider, entry.model_id) == (llm.model.provider, llm.model.model_id):
+            return entry.vision
+    return True
 
-    @asynccontextmanager
-    async def _vision_model(
-        self, project: cfg.ProjectConfig, tools: Sequence[cfg.ToolDefinitionConfig]
-    ) -> AsyncIterator[_VisionModel | None]:
-        """describe_image's vision model (reference 6.4), for as long as the session lasts.
 
-        ``None`` when describe_image is not offered; a model with ``model_id`` None
-        when the project's ``vision_model`` is unset, names no entry, or names one
-        configured with ``vision = false``.
-        """
-        if not any(entry.name == "describe_image" for entry in tools):
-            yield None
-            return
-        entry = project.vision_entry()
-        if entry is None or not entry.vision:
-            yield _VisionModel(None)
-            return
-        client = self.model_client(provider=entry.provider, model_id=entry.model_id)
-        async with _closed_after(client):
-            yield _VisionModel(client)
+@asynccontextmanager
+async def _vision_model(
+    agent: Agent, project: cfg.ProjectConfig, tools: Sequence[cfg.ToolDefinitionConfig]
+) -> AsyncIterator[_VisionModel | None]:
+    """describe_image's vision model (reference 6.4), for as long as the session lasts.
 
-    @asynccontextmanager
-    async def _assemble(
-        self,
-        session_id: str,
-        workspace: Path,
-        llm: LLM,
-        writer: TraceWriter,
-        *,
-        vision: bool,
-        ledger: Ledger | None,
-        meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
-        depth: int = 0,
-    ) -> AsyncIterator[Session]:
-        paths = self.paths
-        tools = cfg.select_tools(self.config.effective_builtin_tools(), vision=vision, depth=depth)
-        subagents = ChildSessionRunner(
-            self, workspace=workspace, llm=llm, vision=vision, depth=depth
-        )
-        environment_config = EnvironmentConfig(
-            workspace_dir=workspace,
-            scratchpad_dir=paths.scratchpad(session_id),
-            tools=tools,
-            vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
-            subagent_spawn_limit=self.config.subagents.max_spawned,
-        )
-        project = self.project_config()
-        with collapse_single():
-            async with (
-                self._vision_model(project, tools) as vision_model,
-                Environment.open(
-                    attrs.evolve(
-                        environment_config,
-                        services=ToolServices(
-                            vision=vision_model,
-                            images=self.config.images,
-                            subagent_runner=subagents,
-                        ),
-                    )
-                ) as environment,
-                TraceRecorder.open(writer) as recorder,
-            ):
-                shell = os.environ.get("PENGUIN_SHELL", "").strip() or "bash"
-                values = await trio.to_thread.run_sync(
-                    lambda: cfg.system_prompt_values(
-                        workspace_dir=environment.workspace_dir,
-                        model_id=llm.model.model_id,
-                        session_id=session_id,
-                        agent_id=paths.agent_id,
-                        shell=shell,
-                    )
+    ``None`` when describe_image is not offered; a model with ``model_id`` None
+    when the project's ``vision_model`` is unset, names no entry, or names one
+    configured with ``vision = false``.
+    """
+    if not any(entry.name == "describe_image" for entry in tools):
+        yield None
+        return
+    entry = project.vision_entry()
+    if entry is None or not entry.vision:
+        yield _VisionModel(None)
+        return
+    client = agent.model_client(provider=entry.provider, model_id=entry.model_id)
+    async with _closed_after(client):
+        yield _VisionModel(client)
+
+
+@asynccontextmanager
+async def _assemble(
+    agent: Agent,
+    session_id: str,
+    workspace: Path,
+    llm: LLM,
+    writer: TraceWriter,
+    *,
+    vision: bool,
+    ledger: Ledger | None,
+    meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
+    depth: int = 0,
+) -> AsyncIterator[Session]:
+    paths = agent.paths
+    tools = cfg.select_tools(agent.config.effective_builtin_tools(), vision=vision, depth=depth)
+    subagents = ChildSessionRunner(agent, workspace=workspace, llm=llm, vision=vision, depth=depth)
+    environment_config = EnvironmentConfig(
+        workspace_dir=workspace,
+        scratchpad_dir=paths.scratchpad(session_id),
+        tools=tools,
+        vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
+        subagent_spawn_limit=agent.config.subagents.max_spawned,
+    )
+    project = agent.project_config()
+    with collapse_single():
+        async with (
+            _vision_model(agent, project, tools) as vision_model,
+            Environment.open(
+                attrs.evolve(
+                    environment_config,
+                    services=ToolServices(
+                        vision=vision_model,
+                        images=agent.config.images,
+                        subagent_runner=subagents,
+                    ),
                 )
-                system_prompt = cfg.render_system_prompt(self.config.system_prompt, values)
-                if meta is None:
-                    window = llm.context_window
-                    meta = om.session_meta(
-                        session_id=session_id,
-                        provider=llm.model.provider,
-                        model_id=llm.model.model_id,
-                        model_context_window=window if window is not None else "unknown",
-                        system_prompt=system_prompt,
-                        agent_state=str(paths.agent_state),
-                        workspace=str(environment.workspace_dir),
-                        source="subagent" if depth > 0 else None,
-                    )
-                    recorder.record(meta)
-                else:
-                    system_prompt = meta.payload.system_prompt
-                engine = Engine(
-                    llm=llm,
-                    environment=environment,
-                    system_prompt=system_prompt,
-                    tools=await environment.list_tools(),
-                    recorder=recorder,
-                    ledger=ledger,
-                    session_meta=meta,
-                    compaction=_compaction_for(llm),
-                    command_policy=CommandPolicy.from_config(project.command_policy),
-                )
-                yield Session(
+            ) as environment,
+            TraceRecorder.open(writer) as recorder,
+        ):
+            values = await trio.to_thread.run_sync(
+                lambda: cfg.system_prompt_values(
+                    workspace_dir=environment.workspace_dir,
+                    model_id=llm.model.model_id,
                     session_id=session_id,
-                    agent=self,
-                    environment=environment,
-                    engine=engine,
-                    recorder=recorder,
-                    session_meta=meta,
-                    subagent_runner=subagents,
+                    agent_id=paths.agent_id,
+                    shell=environment.shell_name,
                 )
+            )
+            system_prompt = cfg.render_system_prompt(agent.config.system_prompt, values)
+            if meta is None:
+                window = llm.context_window
+                meta = om.session_meta(
+                    session_id=session_id,
+                    provider=llm.model.provider,
+                    model_id=llm.model.model_id,
+                    model_context_window=window if window is not None else "unknown",
+                    system_prompt=system_prompt,
+                    agent_state=str(paths.agent_state),
+                    workspace=str(environment.workspace_dir),
+                    source="subagent" if depth > 0 else None,
+                )
+                recorder.record(meta)
+            else:
+                system_prompt = meta.payload.system_prompt
+            engine = Engine(
+                llm=llm,
+                environment=environment,
+                system_prompt=system_prompt,
+                tools=await environment.list_tools(),
+                recorder=recorder,
+                ledger=ledger,
+                session_meta=meta,
+                compaction=_compaction_for(llm),
+                command_policy=CommandPolicy.from_config(project.command_policy),
+            )
+            yield Session(
+                session_id=session_id,
+                agent=agent,
+                environment=environment,
+                engine=engine,
+                recorder=recorder,
+                session_meta=meta,
+                subagent_runner=subagents,
+            )
 
 
 @attrs.frozen
@@ -349,7 +351,7 @@ class _VisionModel:
 class ChildSessionRunner:
     """Opens child Sessions for run_subagent (a :class:`~penguin.environment.SubagentRunner`).
 
-    Every session gets one (built by :meth:`Agent._assemble`). A child is a real
+    Every session gets one (built by ``_assemble``). A child is a real
     Session: of the agent ``request.agent_id`` names (default: this runner's agent;
     another agent must already exist in the same project), in the parent's
     workspace, with the parent's model object unless ``model_id`` + ``provider`` name
@@ -390,7 +392,7 @@ class ChildSessionRunner:
                 owned = agent.model_client(provider=request.provider, model_id=request.model_id)
             except cfg.ConfigError as exc:  # the model, not the file, is what the caller chose
                 raise SubagentSpawnError(f"subagent error: {exc.reason}") from exc
-            llm, vision = owned, agent._model_has_vision(owned)
+            llm, vision = owned, _model_has_vision(agent, owned)
         level = (
             request.thinking_level if request.thinking_level is not None else self.thinking_level
         )
@@ -398,7 +400,8 @@ class ChildSessionRunner:
         writer = TraceWriter(agent.paths.traces_dir, session_id)
         async with (
             _closed_after(owned),
-            agent._assemble(
+            _assemble(
+                agent,
                 session_id,
                 self._workspace,
                 llm,

@@ -23,8 +23,7 @@ or across.
 ``TYPE_CHECKING`` imports count. They are not executed, but they are dependencies all the
 same: the module's signatures name the other layer's types, a reader and the type checker
 have to load that layer to follow it, and the layering could otherwise be bypassed by
-annotating with an upper layer's classes. The one circle the tree has today exists only
-through such an import (see :data:`ALLOWED`).
+annotating with an upper layer's classes.
 """
 
 from __future__ import annotations
@@ -85,20 +84,7 @@ class Violation:
 # Each existing violation, with why it is there and which change removes it. An entry
 # that no longer occurs fails the test too, so the list only ever shrinks. The keys are
 # Violation.key.
-ALLOWED: Mapping[tuple[str, tuple[str, ...]], str] = {
-    # The tool contract names the concrete supervisors under TYPE_CHECKING only because
-    # ToolServices/ToolFactory live in _contract; the supervisors' package imports
-    # _subagents, which imports _contract. Issue 10 item 1 moves what the user supplies
-    # out of _contract and lets the Environment hand its supervisors to the factories.
-    (
-        "circle",
-        (
-            "penguin.environment._contract",
-            "penguin.environment.supervisor",
-            "penguin.environment.supervisor._subagents",
-        ),
-    ): "issue 10 item 1: cut the tool contract free of the supervisors",
-}
+ALLOWED: Mapping[tuple[str, tuple[str, ...]], str] = {}
 
 
 def unit_of(module: str) -> str:

@@ -1,8 +1,9 @@
 """Asking an approver, safely, and the command-policy wrapper around one (reference 5.2, 5.5).
 
-This module owns the one place where an approver's answer is obtained:
+This module is where the engine obtains an approver's answer:
 
-- :func:`consult` turns *any* approver outcome into a verdict. No approver denies
+- :func:`consult` (written in ``penguin.protocol._approve``, which the subagent
+  supervisor uses too) turns *any* approver outcome into a verdict. No approver denies
   everything; an approver that raises an :class:`Exception` denies (and says so on
   stderr); an answer that is not a verdict denies (and says so on stderr). Trio
   cancellation, ``KeyboardInterrupt`` and other non-``Exception`` errors propagate:
@@ -22,14 +23,12 @@ itself is pure (``CommandPolicy.match``); this module only sequences it.
 
 from __future__ import annotations
 
-import inspect
-import reprlib
-from typing import Final, final, get_args
+from typing import final
 
 import attrs
 
 from penguin import protocol as om
-from penguin._log import warn
+from penguin.protocol._approve import VERDICTS, consult, resolve
 
 from ._policy import CommandPolicy
 
@@ -42,13 +41,6 @@ __all__ = [
     "resolve",
     "with_command_policy",
 ]
-
-VERDICTS: Final[tuple[om.ApprovalVerdict, ...]] = get_args(om.ApprovalVerdict)
-"""The three answers an approver may give: ``allow``, ``deny``, ``forbidden``."""
-
-_short_repr: Final = reprlib.Repr()
-_short_repr.maxstring = 60
-_short_repr.maxother = 60
 
 
 @final
@@ -63,57 +55,6 @@ class Approval:
 
     verdict: om.ApprovalVerdict
     policy_rule: str | None = None
-
-
-async def resolve(
-    approve: om.ApproveFn, call: om.OmniMessage[om.ToolCallPayload]
-) -> om.ApprovalVerdict:
-    """Call ``approve`` and await its answer when it is awaitable; nothing is guarded.
-
-    For composing approvers (a mode's approver calling its ``ask``): errors and
-    odd answers travel up to the :func:`consult` that the engine calls.
-    """
-    answer = approve(call)
-    if inspect.isawaitable(answer):
-        return await answer
-    return answer
-
-
-async def consult(
-    approve: om.ApproveFn | None, call: om.OmniMessage[om.ToolCallPayload]
-) -> om.ApprovalVerdict:
-    """Ask ``approve`` about ``call`` and always come back with a verdict.
-
-    Sync and async approvers are both accepted. The promises, in order:
-
-    - ``approve is None``: ``"deny"`` (no approver denies everything), silently.
-    - ``approve`` raises an :class:`Exception`: ``"deny"``, and the line
-      ``[penguin] approve callback threw: <message>; denying.`` on the ``penguin``
-      logger (stderr unless the application routes it). ``<message>`` is
-      ``str(error)``, or the exception's class name when that is empty.
-    - ``approve`` answers anything but ``"allow"``, ``"deny"`` or ``"forbidden"``
-      (``True``, ``None``, ``"yes"``, ``"Allow"``): ``"deny"``, and the line
-      ``[penguin] approve callback answered <repr>, which is not "allow", "deny" or
-      "forbidden"; denying.`` No spelling is guessed at: an approver that answers
-      loosely is a bug to be seen, and denying is the safe reading.
-    - Anything that is not an :class:`Exception` (``trio.Cancelled``,
-      ``KeyboardInterrupt``) propagates unchanged.
-    """
-    if approve is None:
-        return "deny"
-    try:
-        answer: object = await resolve(approve, call)
-    except Exception as error:
-        warn(f"[penguin] approve callback threw: {str(error) or type(error).__name__}; denying.")
-        return "deny"
-    for verdict in VERDICTS:
-        if isinstance(answer, str) and answer == verdict:
-            return verdict
-    warn(
-        f"[penguin] approve callback answered {_short_repr.repr(answer)}, which is not "
-        f'"allow", "deny" or "forbidden"; denying.'
-    )
-    return "deny"
 
 
 async def decide(

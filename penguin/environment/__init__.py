@@ -13,9 +13,7 @@ from ._contract import SubagentRoundResult as SubagentRoundResult
 from ._contract import SubagentRunner as SubagentRunner
 from ._contract import Tool as Tool
 from ._contract import ToolContext as ToolContext
-from ._contract import ToolFactory as ToolFactory
 from ._contract import ToolResult as ToolResult
-from ._contract import ToolServices as ToolServices
 from ._contract import VisionOutcome as VisionOutcome
 from ._contract import VisionResponse as VisionResponse
 from ._contract import VisionService as VisionService
@@ -25,10 +23,12 @@ from ._errors import EnvironmentClosedError as EnvironmentClosedError
 from ._errors import SubagentSpawnError as SubagentSpawnError
 from ._errors import SubagentStartError as SubagentStartError
 from ._errors import WorkspaceError as WorkspaceError
+from ._services import ToolServices as ToolServices
 from .supervisor import BackgroundCommand as BackgroundCommand
 from .supervisor import BackgroundReport as BackgroundReport
 from .supervisor import ProxyInject as ProxyInject
 from .supervisor import ProxyPolicy as ProxyPolicy
+from .tools.registry import ToolFactory as ToolFactory
 
 __all__ = [
     "BackgroundCommand",

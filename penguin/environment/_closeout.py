@@ -30,18 +30,12 @@ __all__ = [
     "Closing",
     "Outcome",
     "classify",
-    "interrupted_marker",
     "timeout_marker",
     "truncated_note",
 ]
 
 NO_OUTPUT: Final = "[no output]"
 INTERRUPTED: Final = "[interrupted: tool aborted by user]"
-
-
-def interrupted_marker() -> str:
-    """The note of a call the user interrupted."""
-    return INTERRUPTED
 
 
 def timeout_marker(timeout_ms: int) -> str:

@@ -14,8 +14,10 @@ How a call ends, from the tool's side:
 - be cancelled: the interrupt or the timeout fired; clean up in ``finally`` (shielded
   and bounded if it must await) and let ``trio.Cancelled`` propagate.
 
-Builtin tools implement the same contract; :class:`ToolServices` carries the shared
-machinery some of them need (the command supervisor, the subagent runner...).
+Builtin tools implement the same contract. What some of them need beyond it comes
+from elsewhere: the services the user supplies (``_services.ToolServices``) and the
+Environment's own supervisors (``tools._base.Supervisors``), both handed to their
+factories. This module names neither, so every layer may import it.
 
 The subagent protocols (:class:`SubagentRunner`, :class:`SubagentChild`,
 :class:`SubagentRound`) are how run_subagent reaches a child session without
@@ -30,12 +32,12 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 import trio
 
-from penguin.config import ImageSettings, ToolDefinitionConfig
+from penguin.config import ToolDefinitionConfig
 from penguin.protocol import (
     ApproveFn,
     CompleteModelPayload,
@@ -45,9 +47,6 @@ from penguin.protocol import (
     StopReason,
 )
 
-if TYPE_CHECKING:
-    from .supervisor import CommandSupervisor, SubagentSupervisor
-
 __all__ = [
     "SubagentChild",
     "SubagentRequest",
@@ -56,9 +55,7 @@ __all__ = [
     "SubagentRunner",
     "Tool",
     "ToolContext",
-    "ToolFactory",
     "ToolResult",
-    "ToolServices",
     "VisionOutcome",
     "VisionResponse",
     "VisionService",
@@ -246,27 +243,6 @@ class VisionService(Protocol):
         Leaving the block stops the request, whether or not it finished.
         """
         ...
-
-
-@attrs.frozen(kw_only=True)
-class ToolServices:
-    """Shared machinery handed to builtin tool factories.
-
-    Each service field is ``None`` when the Environment was opened without that
-    service; a tool that needs a missing one answers with its "unavailable" message.
-    ``images`` is a setting, not a service: it always has a value.
-    """
-
-    commands: CommandSupervisor | None = None
-    subagents: SubagentSupervisor | None = None
-    subagent_runner: SubagentRunner | None = None
-    vision: VisionService | None = None
-    images: ImageSettings = attrs.field(factory=ImageSettings)
-    """What read_image and describe_image do with big images (``system_config.yaml``)."""
-
-
-ToolFactory = Callable[[ToolDefinitionConfig, ToolServices], Tool]
-"""Builds a builtin tool from its configured entry."""
 
 
 class ToolContext:

@@ -22,9 +22,14 @@ deadline's clock while it waits for the Environment's own one-time set-up
 Background work lives in the Environment's nursery under two supervisors: command
 sessions (``CommandSupervisor``) and subagent sessions (``SubagentSupervisor``, which
 reaches child sessions only through the injected ``ToolServices.subagent_runner``).
-Both report through one channel (:attr:`Environment.background_reports`); leaving the
-block disposes the subagents first, then the commands. When the toolset has
-exec_command, the login environment is resolved from the moment the Environment opens.
+The Environment makes both when it opens and hands them to the builtin tools'
+factories (``tools._base.Supervisors``); the tools are kept in a
+:class:`~._toolset.ToolRegistry`, builtins first, then the plain tools that join it.
+Both supervisors report through one channel the Environment owns
+(``supervisor.ReportChannel``, read as :attr:`Environment.background_reports`); leaving
+the block closes it, then disposes the subagents, then the commands. When the toolset
+has exec_command, the login environment is resolved from the moment the Environment
+opens.
 
 What this module does not do: decide the text of the final output (``_closeout``),
 hold archived bytes (``_archive``), or know any tool's behaviour (``tools/``).
@@ -47,34 +52,31 @@ import attrs
 import trio
 
 from penguin import protocol as om
-from penguin._concurrency import collapse_single
+from penguin._concurrency import collapse_single, error_text
 from penguin._log import warn
-from penguin.config import (
-    Permission,
-    ToolDefinitionConfig,
-    apply_call_description,
-    default_tools,
-)
+from penguin.config import Permission, ToolDefinitionConfig, default_tools
 
-from ._archive import save_capture
+from ._archive import ARCHIVE_DIR_NAME, save_capture
 from ._closeout import CallOutput, Outcome, classify
-from ._contract import Tool, ToolContext, ToolResult, ToolServices
+from ._contract import Tool, ToolContext, ToolResult
 from ._errors import EnvironmentClosedError, WorkspaceError
+from ._services import ToolServices
+from ._toolset import ToolRegistry
 from .supervisor import (
     DEFAULT_SPAWN_LIMIT,
     BackgroundCommand,
     BackgroundReport,
     CommandSupervisor,
     ProxyPolicy,
+    ReportChannel,
     SubagentSupervisor,
     resolve_shell,
 )
+from .tools._base import Supervisors
 from .tools.exec_command import ExecCommandTool
-from .tools.registry import BUILTIN_TOOLS
 
 __all__ = ["Environment", "EnvironmentConfig", "parse_arguments"]
 
-ARCHIVE_DIR_NAME: Final = "truncated-tool-output"
 _STREAM_BUFFER: Final = 32
 """Messages a call may run ahead of its consumer; bounds memory, keeps handoffs cheap."""
 
@@ -119,9 +121,8 @@ class EnvironmentConfig:
     callable returning one of those, re-read at every spawn. ``custom_tools`` join
     after the builtins. ``services`` hands the builtin tools what the layers above
     provide (``ToolServices(vision=..., images=...)``: describe_image's vision model,
-    the image settings; ``subagent_runner``: how run_subagent opens child sessions);
-    its ``commands`` and ``subagents`` are always replaced by the Environment's own
-    supervisors. ``None`` is ``ToolServices()``. ``subagent_spawn_limit`` caps how many
+    the image settings; ``subagent_runner``: how run_subagent opens child sessions).
+    ``None`` is ``ToolServices()``. ``subagent_spawn_limit`` caps how many
     subagents this Environment's session may spawn in its lifetime (default 32, at
     least 1; ``subagents.maxSpawned`` in ``system_config.yaml``).
     """
@@ -172,12 +173,6 @@ def _reject_constant(token: str) -> Any:
 
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def _error_text(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) or type(exc).__name__
 
 
 @attrs.define(eq=False)
@@ -233,7 +228,9 @@ class Environment:
         self,
         config: EnvironmentConfig,
         nursery: trio.Nursery,
-        services: ToolServices,
+        commands: CommandSupervisor,
+        subagents: SubagentSupervisor,
+        reports: ReportChannel,
         *,
         _private: object,
     ) -> None:
@@ -241,34 +238,16 @@ class Environment:
             raise TypeError("use `async with Environment.open(config) as env`")
         self._config = config
         self._nursery = nursery
-        self._services = services
+        self._commands = commands
+        self._subagents = subagents
+        self._reports = reports
         self._closed = False
-        entries = default_tools() if config.tools is None else list(config.tools)
-        self._entries: dict[str, ToolDefinitionConfig] = {}
-        self._tools: dict[str, Tool] = {}
-        for entry in entries:
-            self._entries.setdefault(entry.name, entry)
-            factory = BUILTIN_TOOLS.get(entry.name)
-            if factory is not None and entry.name not in self._tools:
-                self._tools[entry.name] = factory(entry, services)
-        custom_names: set[str] = set()
-        for tool in config.custom_tools:
-            if tool.name != tool.definition.name:
-                raise ValueError(
-                    f"custom tool {tool.name!r} has definition.name "
-                    f"{tool.definition.name!r}; the model calls a tool by its definition's "
-                    "name, so the two must be equal"
-                )
-            if tool.name in custom_names:
-                raise ValueError(f"two custom tools are named {tool.name!r}")
-            custom_names.add(tool.name)
-            if tool.name in self._tools or tool.name in self._entries:
-                raise ValueError(
-                    f"custom tool {tool.name!r} has the name of a configured builtin tool; "
-                    "rename it, or leave the builtin out of EnvironmentConfig.tools"
-                )
-            self._entries[tool.name] = tool.definition
-            self._tools[tool.name] = tool
+        self._tools = ToolRegistry(
+            default_tools() if config.tools is None else config.tools,
+            config.services or ToolServices(),
+            Supervisors(commands=commands, subagents=subagents),
+        )
+        self._tools.join(config.custom_tools)
         self._interrupts = _InterruptWatcher(nursery)
         self._archive_root = (
             None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
@@ -288,6 +267,7 @@ class Environment:
         config = attrs.evolve(config, workspace_dir=workspace.resolve())
         _raise_open_file_limit()
         policy = config.proxy_policy
+        reports = ReportChannel()
         with collapse_single():
             async with trio.open_nursery() as nursery:
                 commands = CommandSupervisor(
@@ -296,22 +276,21 @@ class Environment:
                     vault=config.vault,
                     proxy=policy if callable(policy) else lambda: policy,
                     shell=resolve_shell(os.environ),
+                    reports=reports,
                 )
                 subagents = SubagentSupervisor(
                     nursery,
-                    post_report=commands.post_report,
+                    post_report=reports.post,
                     spawn_limit=config.subagent_spawn_limit,
                 )
-                services = attrs.evolve(
-                    config.services or ToolServices(), commands=commands, subagents=subagents
-                )
-                env = cls(config, nursery, services, _private=_OPEN_TOKEN)
-                if any(isinstance(tool, ExecCommandTool) for tool in env._tools.values()):
+                env = cls(config, nursery, commands, subagents, reports, _private=_OPEN_TOKEN)
+                if any(isinstance(tool, ExecCommandTool) for tool in env._tools):
                     commands.start_login_probe()  # ready before the first command needs it
                 try:
                     yield env
                 finally:
                     env._closed = True
+                    reports.close()  # none arrive after the Environment closed (1.13)
                     try:
                         await subagents.aclose()
                     finally:
@@ -338,10 +317,7 @@ class Environment:
         forModel never appear.
         """
         await trio.lowlevel.checkpoint()
-        return [
-            apply_call_description(self._tools[name].definition).to_definition()
-            for name in self._tools
-        ]
+        return self._tools.definitions()
 
     # ------------------------------------------------------------------ background work
 
@@ -352,16 +328,11 @@ class Environment:
         Reports wait here until read (a listener may attach late); none arrive after
         the Environment closed. ``report.text()`` is the harness message for the model.
         """
-        return self._commands.reports
+        return self._reports.receive
 
     def take_background_reports(self) -> list[BackgroundReport]:
         """Every report waiting right now, without blocking."""
-        taken = []
-        while True:
-            try:
-                taken.append(self._commands.reports.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return taken
+        return self._reports.take()
 
     def list_background_commands(self) -> list[BackgroundCommand]:
         """Registered command sessions, in registration order, exited ones included."""
@@ -391,22 +362,17 @@ class Environment:
         """Whether a registered subagent is in the middle of a round (4.13)."""
         return self._subagents.has_running_background()
 
-    @property
-    def _subagents(self) -> SubagentSupervisor:
-        subagents = self._services.subagents
-        assert subagents is not None
-        return subagents
-
-    @property
-    def _commands(self) -> CommandSupervisor:
-        commands = self._services.commands
-        assert commands is not None
-        return commands
-
     def tool_permission(self, name: str) -> Permission | None:
         """The configured permission of ``name`` (``None`` for unknown or unset)."""
-        entry = self._entries.get(name)
-        return None if entry is None else entry.permission
+        return self._tools.permission(name)
+
+    @property
+    def shell_name(self) -> str:
+        """The shell exec_command runs commands with, as the system prompt names it.
+
+        ``PENGUIN_SHELL`` when set (trimmed), else ``bash`` (reference 4.7).
+        """
+        return self._commands.shell.argv[0]
 
     # ------------------------------------------------------------------ execution
 
@@ -512,7 +478,17 @@ class Environment:
         if isinstance(args, str):
             await _fail_fast(sink, call_id, args)
             return
-        await _CallRun(self, tool, call_id, interrupt, approve, sink).run(args)
+        run = _CallRun(
+            tool,
+            call_id,
+            interrupt,
+            approve,
+            sink,
+            workspace=self.workspace_dir,
+            archive_root=self._archive_root,
+            interrupts=self._interrupts,
+        )
+        await run.run(args)
 
 
 async def _fail_fast(sink: Sink, call_id: str, text: str) -> None:
@@ -527,27 +503,31 @@ class _CallRun:
 
     def __init__(
         self,
-        env: Environment,
         tool: Tool,
         call_id: str,
         interrupt: trio.Event | None,
         approve: om.ApproveFn | None,
         sink: Sink,
+        *,
+        workspace: Path,
+        archive_root: Path | None,
+        interrupts: _InterruptWatcher,
     ) -> None:
-        self.env = env
         self.tool = tool
         self.definition = tool.definition
         self.call_id = call_id
         self.interrupt = interrupt
         self.sink = sink
         self.output = CallOutput(
-            self.definition.max_output_length, archive=env._archive_root is not None
+            self.definition.max_output_length, archive=archive_root is not None
         )
+        self.archive_root = archive_root
+        self.interrupts = interrupts
         self.lock = trio.StrictFIFOLock()
         self.compat_stop: om.StopReason | None = None
         self.timeout_scope: trio.CancelScope | None = None
         self.ctx = ToolContext(
-            workspace_dir=env.workspace_dir,
+            workspace_dir=workspace,
             tool_call_id=call_id,
             definition=self.definition,
             approve=approve,
@@ -618,7 +598,7 @@ class _CallRun:
         if interrupt is None:
             returned, error = await self._execute(args, interrupt_scope, timeout_scope)
         else:
-            done = self.env._interrupts.watch(interrupt, interrupt_scope)
+            done = self.interrupts.watch(interrupt, interrupt_scope)
             try:
                 returned, error = await self._execute(args, interrupt_scope, timeout_scope)
             finally:
@@ -631,16 +611,14 @@ class _CallRun:
         outcome = Outcome(
             interrupted=self.interrupt is not None and self.interrupt.is_set(),
             timed_out=timeout_scope.cancel_called,
-            error=None if error is None else _error_text(error),
+            error=None if error is None else error_text(error),
             self_report=(result.stop_reason if result else None) or self.compat_stop,
         )
         stop_reason, _ = classify(outcome, timeout_ms)  # frozen before any archive I/O
         archive_note = None
         capture = self.output.capture
-        if capture is not None and self.env._archive_root is not None:
-            saved = await save_capture(
-                capture, self.env._archive_root, self.tool.name, self.call_id
-            )
+        if capture is not None and self.archive_root is not None:
+            saved = await save_capture(capture, self.archive_root, self.tool.name, self.call_id)
             archive_note = saved.note
         closing = self.output.close(
             outcome,

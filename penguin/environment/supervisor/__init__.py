@@ -7,9 +7,11 @@ service-URL detection of long-running commands (ยง4.14); and process lifetime โ€
 runs in its own process group and never outlives the Environment that started it.
 
 The pure parts (``_buffer``, ``_registry``, ``_environ``, URL scanning in
-``_service_url``) are sans-IO; ``_process`` starts and ends process trees and
-``_commands`` is the Trio shell that ties them together; ``_subagents`` is the same
-shape for child sessions, which it reaches only through the injected runner. This
+``_service_url``, the report wording in ``_reports``) are sans-IO; ``_process`` starts
+and ends process trees and ``_commands`` is the Trio shell that ties them together;
+``_subagents`` is the same shape for child sessions, which it reaches only through the
+injected runner. Both supervisors post their completion reports to one
+``ReportChannel`` that their owner (the Environment) makes and hands to each. This
 facade serves the Environment and the command and subagent tools; users reach it
 through ``Environment``.
 """
@@ -18,17 +20,20 @@ from __future__ import annotations
 
 from ._commands import COMMAND_CAP as COMMAND_CAP
 from ._commands import BackgroundCommand as BackgroundCommand
-from ._commands import BackgroundReport as BackgroundReport
 from ._commands import CommandSession as CommandSession
 from ._commands import CommandSupervisor as CommandSupervisor
-from ._commands import ExitStatus as ExitStatus
+from ._commands import Exited as Exited
+from ._commands import Running as Running
 from ._commands import SpawnError as SpawnError
 from ._commands import SupervisorClosedError as SupervisorClosedError
-from ._commands import report_label as report_label
 from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import resolve_shell as resolve_shell
-from ._process import OWNER_VARIABLE as OWNER_VARIABLE
+from ._proctable import OWNER_VARIABLE as OWNER_VARIABLE
+from ._reports import BackgroundReport as BackgroundReport
+from ._reports import ExitStatus as ExitStatus
+from ._reports import ReportChannel as ReportChannel
+from ._reports import report_label as report_label
 from ._subagents import DEFAULT_SPAWN_LIMIT as DEFAULT_SPAWN_LIMIT
 from ._subagents import MESSAGE_BUFFER_CAP as MESSAGE_BUFFER_CAP
 from ._subagents import SUBAGENT_CAP as SUBAGENT_CAP
@@ -51,10 +56,13 @@ __all__ = [
     "CommandSession",
     "CommandSupervisor",
     "ExitStatus",
+    "Exited",
     "MessageTap",
     "ProxyInject",
     "ProxyPolicy",
+    "ReportChannel",
     "RoundExit",
+    "Running",
     "SpawnError",
     "SubagentSession",
     "SubagentStartError",

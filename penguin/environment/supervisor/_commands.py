@@ -52,9 +52,10 @@ import termios
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import attrs
 import trio
@@ -66,14 +67,21 @@ from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._process import (
     DEFAULT_GRACE,
-    OWNER_VARIABLE,
     SpawnedProcess,
     end_process_tree,
     kill_marked,
     signal_group,
     spawn_process,
 )
-from ._registry import SessionRegistry
+from ._proctable import OWNER_VARIABLE
+from ._registry import (
+    COMMAND_SESSION_CAP,
+    IDLE_REAP_AFTER,
+    IDLE_SWEEP_INTERVAL,
+    SessionRegistry,
+)
+from ._reports import BackgroundReport, ExitStatus, ReportChannel
+from ._reports import report_output as report_output
 from ._service_url import ServiceUrlScanner, listening_ports, service_url_from_ports
 from ._watchdog import host_watchdog
 
@@ -84,94 +92,25 @@ __all__ = [
     "CommandSession",
     "CommandSupervisor",
     "ExitStatus",
+    "Exited",
+    "Running",
     "SpawnError",
     "SupervisorClosedError",
 ]
 
-COMMAND_CAP: Final = 64
-IDLE_LIMIT: Final = 10 * 24 * 3600.0
-SWEEP_INTERVAL: Final = 3600.0
+COMMAND_CAP: Final = COMMAND_SESSION_CAP
 POST_EXIT_DRAIN: Final = 0.05
 POST_EXIT_DRAIN_LIMIT: Final = 1.0
 """How long the drain after an exit goes on while output the pump has not read yet is
 still in the pipe (a loaded machine may not schedule the pump within 50 ms; what the
 command wrote before it exited is delivered, not dropped)."""
 PUMP_CHUNK: Final = 256 * 1024
-REPORT_OUTPUT_LIMIT: Final = 4000
 PROBE_TIMEOUT: Final = 1.5
 PROBE_INTERVAL: Final = 5.0
 _RELEASE_MARGIN: Final = 5.0
 """How long ending a tree may take beyond its grace period before the last resort."""
 
 Emit = Callable[[str], Awaitable[None]]
-
-
-@attrs.frozen
-class ExitStatus:
-    """How a command's foreground process ended (or that it never started)."""
-
-    code: int | None = None
-    signal_name: str | None = None
-    spawn_error: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        """A spawn error, a signal, or a non-zero exit code."""
-        return self.spawn_error is not None or self.signal_name is not None or self.code != 0
-
-    def describe(self) -> str:
-        """``spawn error: …`` | ``terminated by signal SIG…`` | ``exit code N``."""
-        if self.spawn_error is not None:
-            return f"spawn error: {self.spawn_error}"
-        if self.signal_name is not None:
-            return f"terminated by signal {self.signal_name}"
-        return f"exit code {'unknown' if self.code is None else self.code}"
-
-    @classmethod
-    def from_returncode(cls, returncode: int | None) -> ExitStatus:
-        """Decode a ``Popen``-style return code (negative = killed by a signal)."""
-        if returncode is not None and returncode < 0:
-            try:
-                name = signal.Signals(-returncode).name
-            except ValueError:
-                name = f"signal {-returncode}"
-            return cls(signal_name=name)
-        return cls(code=returncode)
-
-
-@attrs.frozen
-class BackgroundReport:
-    """A background task finished (reference 3.13); ``text()`` is what the model reads."""
-
-    kind: Literal["command", "subagent"]
-    id: str
-    label: str
-    status: Literal["completed", "failed", "aborted"]
-    detail: str
-    output: str
-
-    def text(self) -> str:
-        """The harness message text of reference 3.13.3."""
-        lines = [
-            "[background_task_done]",
-            "Automatic notification from the harness, not the user: "
-            "a background task you started has finished.",
-            f"kind: {self.kind}",
-            f"id: {self.id}",
-            f"status: {self.status}",
-        ]
-        if self.detail:
-            lines.append(f"detail: {self.detail}")
-        lines.append("[/background_task_done]")
-        outcome = "finished" if self.status == "completed" else "failed"
-        key = "process_id" if self.kind == "command" else "subagent_id"
-        summary = f"Background {self.kind} {outcome}: `{self.label}` ({key} {self.id})"
-        if self.detail:
-            summary += f" — {self.detail}"
-        text = "\n".join(lines) + "\n\n" + summary
-        if self.output.strip():
-            text += "\n\n" + self.output
-        return text
 
 
 @attrs.frozen
@@ -191,20 +130,18 @@ class BackgroundCommand:
     service_url: str | None
 
 
-def report_label(text: str) -> str:
-    """The first line of a command or prompt, at most 120 chars (3.13.2)."""
-    first = text.split("\n", 1)[0]
-    return first if len(first) <= 120 else first[:119] + "…"
+@attrs.frozen
+class Exited:
+    """A window saw the command's foreground process end; the session is gone."""
+
+    status: ExitStatus
 
 
-def report_output(text: str) -> str:
-    """Undelivered output for a report, keeping the last 4000 chars (3.13.2)."""
-    if len(text) <= REPORT_OUTPUT_LIMIT:
-        return text
-    return (
-        f"[earlier output dropped: exceeded {REPORT_OUTPUT_LIMIT} chars]\n"
-        + text[-REPORT_OUTPUT_LIMIT:]
-    )
+@attrs.frozen
+class Running:
+    """The command outlived its window; it stays registered under ``process_id``."""
+
+    process_id: str
 
 
 class CommandSession:
@@ -482,6 +419,16 @@ class CommandSession:
         """The last local URL the command printed, if any (4.14)."""
         return self._scanner.url
 
+    def probe_due(self, now: float) -> bool:
+        """Whether its listening ports may be probed at ``now``; if so, the probe counts.
+
+        At most one probe per :data:`PROBE_INTERVAL` (4.14).
+        """
+        if now - self._last_probe < PROBE_INTERVAL:
+            return False
+        self._last_probe = now
+        return True
+
 
 def _decoder() -> Callable[[bytes, bool], str]:
     return codecs.getincrementaldecoder("utf-8")(errors="replace").decode
@@ -522,6 +469,7 @@ class CommandSupervisor:
         host_env: Callable[[], Mapping[str, str]] = lambda: dict(os.environ),
         cap: int = COMMAND_CAP,
         grace: float = DEFAULT_GRACE,
+        reports: ReportChannel | None = None,
     ) -> None:
         self._nursery = nursery
         self.tag = f"{host_watchdog().tag()}/{tag}"
@@ -541,9 +489,20 @@ class CommandSupervisor:
         self._spawned_any = False
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
-        self._reports_send, self.reports = trio.open_memory_channel[BackgroundReport](math.inf)
+        self._owns_reports = reports is None
+        self._reports = ReportChannel() if reports is None else reports
         nursery.start_soon(self._sweep_idle)
         atexit.register(self._kill_at_exit)
+
+    @property
+    def reports(self) -> trio.MemoryReceiveChannel[BackgroundReport]:
+        """Where completion reports of background commands arrive (3.13), in order."""
+        return self._reports.receive
+
+    @property
+    def shell(self) -> Shell:
+        """The shell every command line is run with (reference 4.7)."""
+        return self._shell
 
     # ------------------------------------------------------------------ spawning
 
@@ -633,20 +592,8 @@ class CommandSupervisor:
         if self._closed:
             raise SupervisorClosedError
         session = self._new_session(cmd, cwd)
-        self._live.add(session)
-        self._spawned_any = True
         try:
-            await self._nursery.start(
-                partial(
-                    session.run,
-                    (*self._shell.argv, cmd),
-                    self._environment_for(session.owner),
-                    tty,
-                    self._on_exit,
-                    self._live.discard,
-                    executable=self._shell.executable,
-                )
-            )
+            await self._nursery.start(self._session_task(session, tty, background=False))
         except BaseException:
             if session.started:
                 # Spawned, but the caller was cancelled before start() returned: the
@@ -670,21 +617,25 @@ class CommandSupervisor:
         session = self._new_session(cmd, cwd)
         self.register(session)
         self.arm_report(session, label)
+        self._nursery.start_soon(self._session_task(session, tty, background=True))
+        return session
+
+    def _session_task(
+        self, session: CommandSession, tty: bool, *, background: bool
+    ) -> Callable[..., Awaitable[None]]:
+        """The session's task, counted live from now on (for ``nursery.start``/``start_soon``)."""
         self._live.add(session)
         self._spawned_any = True
-        self._nursery.start_soon(
-            partial(
-                session.run,
-                (*self._shell.argv, cmd),
-                self._environment_for(session.owner),
-                tty,
-                self._on_exit,
-                self._live.discard,
-                executable=self._shell.executable,
-                background=True,
-            )
+        return partial(
+            session.run,
+            (*self._shell.argv, session.cmd),
+            self._environment_for(session.owner),
+            tty,
+            self._on_exit,
+            self._live.discard,
+            executable=self._shell.executable,
+            background=background,
         )
-        return session
 
     # ------------------------------------------------------------------ registry
 
@@ -796,6 +747,53 @@ class CommandSupervisor:
             await emit(session.buffer.drain())
         return True
 
+    async def run_window(
+        self,
+        cmd: str,
+        cwd: Path,
+        *,
+        window: float,
+        emit: Emit,
+        tty: bool = False,
+        untimed: Callable[[], AbstractAsyncContextManager[None]] = contextlib.nullcontext,
+    ) -> Exited | Running:
+        """Run ``cmd`` in the foreground for one window (3.2): the whole of exec_command.
+
+        The login environment is waited for inside ``untimed()`` (the call's clock is
+        stopped meanwhile); then the command is spawned and its output streamed to
+        ``emit`` for ``window`` seconds. A command that exits in the window is never
+        registered and its group is ended at once (3.2.9): :class:`Exited`. One that
+        is still running is registered (evicting one when full, 4.1): :class:`Running`.
+        If the caller is cancelled meanwhile (interrupt, timeout), the whole process
+        group is ended. Raises :class:`SpawnError` when the command cannot start
+        (:class:`SupervisorClosedError` once this supervisor is closed).
+        """
+        async with untimed():
+            await self.login_environment()
+        session = await self.spawn(cmd, cwd, tty=tty)
+        try:
+            exited = await self.collect(session, window, emit)
+        except BaseException:
+            self.discard(session)  # interrupt or timeout: the whole group goes
+            raise
+        if not exited:
+            return Running(self.register(session))
+        self.discard(session)  # an unregistered session that ended: reap its group
+        return Exited(session.exit_status or ExitStatus())
+
+    async def poll_window(
+        self, session: CommandSession, window: float, emit: Emit
+    ) -> Exited | Running:
+        """Stream a registered command's new output for one window (3.3).
+
+        :class:`Exited` (and the session is removed) when its foreground process
+        ended; :class:`Running` otherwise. A cancelled caller leaves the command alone.
+        """
+        if not await self.collect(session, window, emit):
+            return Running(session.process_id)
+        self.discard(session)
+        return Exited(session.exit_status or ExitStatus())
+
     # ------------------------------------------------------------------ reports
 
     def arm_report(self, session: CommandSession, label: str) -> None:
@@ -808,17 +806,6 @@ class CommandSupervisor:
         """No report for this session (kill_command, 3.4.2)."""
         session.report_label = None
 
-    def post_report(self, report: BackgroundReport) -> None:
-        """Queue another background task's report (a subagent's) on :attr:`reports`.
-
-        The Environment has one reports channel for every kind of background work;
-        the subagent supervisor sends through here. Dropped once this supervisor is
-        closed (1.13: no report after dispose).
-        """
-        if not self._closed:
-            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-                self._reports_send.send_nowait(report)
-
     async def _on_exit(self, session: CommandSession) -> None:
         # The report is owed from the moment the foreground process ended (3.13.1):
         # taking the label now means no later removal of the session can lose it.
@@ -829,7 +816,7 @@ class CommandSupervisor:
         if self._closed:
             return
         status = session.exit_status or ExitStatus()
-        self._reports_send.send_nowait(
+        self._reports.post(
             BackgroundReport(
                 kind="command",
                 id=session.process_id,
@@ -868,9 +855,8 @@ class CommandSupervisor:
         for _, session in self._registry.items():
             if not session.started or not session.running or session.printed_url() is not None:
                 continue
-            if now - session._last_probe < PROBE_INTERVAL:
+            if not session.probe_due(now):
                 continue
-            session._last_probe = now
             with trio.move_on_after(PROBE_TIMEOUT):
                 ports = await trio.to_thread.run_sync(
                     listening_ports, session.spawned.pgid, abandon_on_cancel=True
@@ -882,8 +868,8 @@ class CommandSupervisor:
 
     async def _sweep_idle(self) -> None:
         while True:
-            await trio.sleep(SWEEP_INTERVAL)
-            for process_id in self._registry.idle_keys(trio.current_time(), IDLE_LIMIT):
+            await trio.sleep(IDLE_SWEEP_INTERVAL)
+            for process_id in self._registry.idle_keys(trio.current_time(), IDLE_REAP_AFTER):
                 self._drop(process_id)
 
     def _kill_at_exit(self) -> None:
@@ -906,10 +892,8 @@ class CommandSupervisor:
         """
         self._closed = True
         atexit.unregister(self._kill_at_exit)
-        self._reports_send.close()
-        with contextlib.suppress(trio.EndOfChannel, trio.ClosedResourceError):
-            while True:  # pending reports are dropped too (1.13)
-                self.reports.receive_nowait()
+        if self._owns_reports:  # pending reports are dropped too (1.13)
+            self._reports.close()
         with trio.CancelScope(shield=True):
             for process_id in list(self._registry):
                 self._drop(process_id)

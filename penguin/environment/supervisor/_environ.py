@@ -25,7 +25,6 @@ casing, as the spec says.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shutil
@@ -41,7 +40,8 @@ import trio
 from penguin._errors import PenguinError
 from penguin._log import logger as _logger
 
-from ._process import read_process_table
+from ._process import signal_group, wait_exited
+from ._proctable import read_process_table
 
 __all__ = [
     "HARDENED",
@@ -238,12 +238,6 @@ def parse_env_dump(data: bytes) -> dict[str, str]:
     return env
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    # Missing: every member already reaped. Permission: the id is no longer our group.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
 _PROBE_GRACE: Final = 1.0
 """How long a probe's leftovers get to exit on SIGTERM (a profile's tool may hold a lock
 file it removes on exit — pyenv's rehash does — which SIGKILL would leave stale)."""
@@ -265,13 +259,7 @@ def _has_live_members(pgid: int) -> bool:
 async def _group_ended(pgid: int) -> None:
     """Wait until no live process is left in the group (the caller bounds the wait)."""
     interval = 0.005
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return  # empty (or, after that, no longer ours)
-        if not await trio.to_thread.run_sync(_has_live_members, pgid):
-            return
+    while await trio.to_thread.run_sync(_has_live_members, pgid):
         await trio.sleep(interval)
         interval = min(interval * 2, 0.05)
 
@@ -319,7 +307,8 @@ async def resolve_login_environment(
     ``base``. Once the end marker arrived (and the shell exited), or on any failure, the
     probe's whole process group gets SIGTERM and, once nothing in it runs any more or a
     second later, SIGKILL — the shell and anything its profile left running in the
-    group — and the shell is reaped, so the probe leaves no process behind. (A profile
+    group — and only then is the shell reaped (until it is, the group id cannot name
+    anyone else's group), so the probe leaves no process behind. (A profile
     job that made itself a new session escapes the group; that is a daemon by intent.)
     """
     nonce = uuid.uuid4().hex
@@ -354,19 +343,20 @@ async def resolve_login_environment(
             problem = f"it did not finish within {timeout:g}s"
     finally:
         with trio.CancelScope(shield=True):
-            # A group id is not reused while any member lives, so signalling it after the
-            # leader was reaped reaches only the probe's own leftovers.
+            # The shell is reaped last: until then its pid is the group's id and no
+            # one else's (``_process``'s rule), so the group signals reach only the
+            # probe's own leftovers. wait_exited waits for its exit, not its reaping.
             if problem is None:
                 with trio.move_on_after(_PROBE_GRACE):
-                    await process.wait()  # it exits by itself right after the end marker
-            _signal_group(process.pid, signal.SIGTERM)
+                    await wait_exited(process)  # it exits by itself after the end marker
+            signal_group(process.pid, signal.SIGTERM)
             with trio.move_on_after(_PROBE_GRACE):
-                await process.wait()
+                await wait_exited(process)
                 # The leftovers get the grace too, not only the shell: SIGKILL right
                 # after the shell died would cut short their exit handlers (the lock
                 # file of pyenv's rehash stayed, and every later login shell waited).
                 await _group_ended(process.pid)
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             await process.wait()
             if process.stdout is not None:
                 await process.stdout.aclose()

@@ -1,4 +1,4 @@
-"""One command's OS process: how it is started, read, signalled and ended for good.
+"""One command's OS process: how it is started, signalled and ended for good.
 
 What this module owns:
 
@@ -6,24 +6,34 @@ What this module owns:
   and stderr sharing ONE pipe (so the kernel keeps their arrival order) or, in tty
   mode, a pseudo-terminal that becomes the group's controlling terminal. The pipe is
   enlarged to :data:`PIPE_SIZE`, so a flood costs fewer wake-ups.
+- **Signalling a group** (:func:`signal_group`), the one place a ``killpg`` is sent, and
+  waiting for a leader's exit without reaping it (:func:`wait_exited`).
 - **Ending** a process tree so that nothing survives (:func:`end_process_tree`).
-- **The owner marker** (:data:`OWNER_VARIABLE`): every child's environment names the
-  Environment and the command session that started it, and the sweeps find by it the
-  processes that escaped both the group and the tree (a double-forked daemon, a job
-  that took its own group before its parent exited).
 
-What it does not own: reading the output into buffers, deciding *when* a process is
-ended (the supervisor does), or the child's environment contents (``_environ``).
+What it does not own: reading the process table and reaching a process by identity
+(``_proctable``), reading the output into buffers, deciding *when* a process is ended
+(the supervisor does), or the child's environment contents (``_environ``).
+
+The rule for signalling a group: only while its leader is unreaped. Until the leader is
+reaped its pid — the group's id — belongs to it and to no other process, so ``killpg``
+reaches this group and no other. After the leader is reaped the id stays this group's
+only while some member lives; once the last member is gone the kernel may give the
+number to a new process that leads a group of its own, and a ``killpg`` lands on a
+stranger (``tests/environment/supervisor/test_process.py``, ``test_10_3_*``, shows both
+halves). Whether a member still lives cannot be checked in the same step as the
+``killpg``, so after the leader is reaped the members are signalled one by one, by
+identity (``_proctable.send_signal``), never through the group. A caller that must
+signal a group after its leader exited waits with :func:`wait_exited`, which leaves the
+leader a zombie — the id reserved — until it is done.
 
 How a tree is ended, and why in this order:
 
 1. One read of the process table while the root is still unreaped: the root's
    descendants (they are lost from the tree once the root dies and they are
    reparented), its group, and every live process carrying this session's marker.
-2. SIGTERM to the group — only while the root is unreaped: until then its pid, which is
-   the group id, cannot be reused, so ``killpg`` cannot reach a stranger's group — and
-   to each other process found in 1, individually (each process gets one SIGTERM:
-   some programs read a second one as "force quit now").
+2. SIGTERM to the group — only while the root is unreaped (the rule above) — and to
+   each other process found in 1, individually (each process gets one SIGTERM: some
+   programs read a second one as "force quit now").
 3. Wait up to the grace period for the root to be reaped and everything signalled to
    be gone, then read the table again: anything new (forked during the grace period,
    or an escapee the first read missed) gets SIGTERM too and is waited for.
@@ -31,26 +41,22 @@ How a tree is ended, and why in this order:
    the root is unreaped, then each process found by a fresh read), and after the root
    is reaped, marker sweeps repeat until one finds nothing that was not killed already
    (a killed process cannot fork any more, so this converges).
+5. Then wait until every process sent SIGKILL is dead (gone or a zombie), for at most
+   :data:`KILL_SETTLE`: a SIGKILL takes effect only when its target next runs, which on
+   a loaded machine can be tens of milliseconds later, and "ended" means dead, not
+   signalled.
 
 Rules that keep it safe and cheap:
 
-- Processes are signalled by identity, never by a bare pid: a table entry carries the
-  process's start time, and on Linux the signal goes through a pidfd opened and then
-  checked against that start time, so a reused pid is never hit.
+- Processes are signalled by identity, never by a bare pid (``_proctable``).
 - A zombie is dead: it never counts as "still there". This matters where PID 1 does
   not reap orphans (some containers): a dead orphan stays a zombie member of the
   group for ever, and ``killpg(pgid, 0)`` keeps succeeding.
-- No wall-clock filter: start times are compared only with each other (clock ticks
-  since boot on Linux), because a wall-clock comparison misses fresh processes after
-  a clock step or through the one-second resolution of the boot time. Compared so,
-  they do filter: a process that started before the root cannot carry its marker,
-  so its environment is not read.
-- Reads of the process table are shared: every caller waiting while one is being made
-  gets the next one (:class:`_SharedScan`, one per Trio run), so an Environment
-  closing 64 sessions walks ``/proc`` a handful of times, not 64 times three; and a
-  session whose root had already exited (nothing to stop in a hurry) waits
-  :data:`GATHER_WINDOW` for company, so short commands run one after another share
-  walks too. Reads run in worker threads.
+- Reads of the table are shared between the sessions ending at the same time
+  (``_proctable.shared_scan``), and a session whose root had already exited (nothing
+  to stop in a hurry) waits :data:`GATHER_WINDOW` for company, so short commands run
+  one after another share walks too. Start times filter: a process that started before
+  the root cannot carry its marker, so its environment is not read.
 
 Limits: a process that both left the tree and the group *and* removed the marker from
 its environment (``env -u PENGUIN_OWNER setsid …``) cannot be told from a stranger's,
@@ -62,12 +68,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import math
 import os
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,25 +79,31 @@ from pathlib import Path
 from typing import Final
 
 import attrs
-import psutil
 import trio
+
+from ._proctable import (
+    OWNER_VARIABLE,
+    ProcessEntry,
+    ProcessTable,
+    is_alive,
+    read_process_table,
+    send_signal,
+    shared_scan,
+    start_of,
+)
 
 __all__ = [
     "DEFAULT_GRACE",
+    "KILL_SETTLE",
     "OWNER_VARIABLE",
     "PIPE_SIZE",
-    "ProcessEntry",
-    "ProcessTable",
     "SpawnedProcess",
     "end_process_tree",
     "kill_marked",
-    "read_process_table",
     "signal_group",
     "spawn_process",
+    "wait_exited",
 ]
-
-OWNER_VARIABLE: Final = "PENGUIN_OWNER"
-"""The environment variable naming ``<environment tag>/<process_id>`` in every child."""
 
 DEFAULT_GRACE: Final = 1.0
 """Seconds between SIGTERM and SIGKILL (reference 4.11)."""
@@ -110,11 +120,14 @@ GATHER_WINDOW: Final = 0.02
 SWEEP_ROUNDS: Final = 8
 """The most marker sweeps after a SIGKILL; each one only kills what the last missed."""
 
+KILL_SETTLE: Final = 2.0
+"""Seconds ending a tree waits for what it sent SIGKILL to be dead. A loaded machine may
+not run a killed process for tens of milliseconds; one in uninterruptible sleep (a hung
+NFS read) may take longer, and is left to die on its own after this."""
+
 _F_SETPIPE_SZ: Final = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _TTY_ROWS, _TTY_COLUMNS = 24, 120
-_PROCFS: Final = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
-_HAS_PIDFD: Final = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
-_OWNER_KEY: Final = b"\0" + OWNER_VARIABLE.encode() + b"="
+_HAS_PIDFD: Final = hasattr(os, "pidfd_open")
 
 
 # --------------------------------------------------------------------------- spawning
@@ -192,7 +205,7 @@ async def spawn_process(
             stdin=trio.lowlevel.FdStream(writer),
             tty=True,
             started_at=time.time(),
-            root_started=_start_of(process.pid),
+            root_started=start_of(process.pid),
         )
 
     read_end, write_end = os.pipe()
@@ -222,15 +235,15 @@ async def spawn_process(
         stdin=process.stdin,
         tty=False,
         started_at=time.time(),
-        root_started=_start_of(process.pid),
+        root_started=start_of(process.pid),
     )
 
 
 def signal_group(pgid: int, signum: int) -> bool:
-    """Send ``signum`` to the group; ``False`` when the group no longer exists.
+    """Send ``signum`` to the group ``pgid``; ``False`` when the group no longer exists.
 
-    Only safe while the group leader is unreaped: afterwards the id may name a
-    stranger's group. :func:`end_process_tree` keeps to that rule.
+    Call it only while the group's leader is unreaped (the rule of the module
+    docstring): afterwards the id may name a stranger's group.
     """
     try:
         os.killpg(pgid, signum)
@@ -243,302 +256,36 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------- the table
+async def wait_exited(process: trio.Process) -> None:
+    """Wait until ``process`` has exited, without reaping it.
 
-
-@attrs.frozen
-class ProcessEntry:
-    """One process as a table read saw it."""
-
-    pid: int
-    ppid: int
-    pgid: int
-    started: float
-    """When it started, in clock ticks since boot on Linux (psutil's create time
-    elsewhere): with the pid, its identity. Compared only with other entries' values."""
-    zombie: bool
-    """Dead and waiting to be reaped: never counted as alive, never signalled."""
-    owner: str | None
-    """Its owner marker, or None (absent, or its environment is not ours to read)."""
-
-    @property
-    def identity(self) -> tuple[int, float]:
-        """``(pid, started)``: different for a process that reused the pid."""
-        return (self.pid, self.started)
-
-
-@attrs.frozen
-class ProcessTable:
-    """A read of every process; the questions :func:`end_process_tree` asks of it. Pure."""
-
-    entries: tuple[ProcessEntry, ...]
-
-    def descendants(self, pid: int) -> list[ProcessEntry]:
-        """The live children of ``pid``, their children, and so on (through zombies)."""
-        children: dict[int, list[ProcessEntry]] = {}
-        for entry in self.entries:
-            children.setdefault(entry.ppid, []).append(entry)
-        found: list[ProcessEntry] = []
-        stack = [pid]
-        seen = {pid}
-        while stack:
-            for child in children.get(stack.pop(), ()):
-                if child.pid not in seen:
-                    seen.add(child.pid)
-                    stack.append(child.pid)
-                    if not child.zombie:
-                        found.append(child)
-        return found
-
-    def group(self, pgid: int) -> list[ProcessEntry]:
-        """The live members of process group ``pgid``."""
-        return [e for e in self.entries if e.pgid == pgid and not e.zombie]
-
-    def marked(self, owner: str, *, prefix: bool = False) -> list[ProcessEntry]:
-        """Live processes whose marker is ``owner`` (or starts with it, for ``prefix``)."""
-        found = []
-        for entry in self.entries:
-            value = entry.owner
-            if value is None or entry.zombie:
-                continue
-            if value.startswith(owner) if prefix else value == owner:
-                found.append(entry)
-        return found
-
-
-def _read_stat(pid: int | str) -> bytes:
-    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.read(fd, 4096)  # one line of a few hundred bytes
-    finally:
-        os.close(fd)
-
-
-def _read_file(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _parse_stat(data: bytes) -> tuple[bytes, int, int, int]:
-    """``(state, ppid, pgid, starttime)`` from ``/proc/<pid>/stat``."""
-    # The command name is in parentheses and may itself hold spaces and parentheses.
-    fields = data[data.rfind(b")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
-
-
-def _owner_in(environ: bytes) -> str | None:
-    at = (b"\0" + environ).find(_OWNER_KEY)
-    if at < 0:
-        return None
-    start = at + len(_OWNER_KEY) - 1
-    end = environ.find(b"\0", start)
-    return os.fsdecode(environ[start : end if end >= 0 else len(environ)])
-
-
-def _read_procfs(newer_than: float) -> ProcessTable:
-    me = os.getpid()
-    entries = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            state, ppid, pgid, started = _parse_stat(_read_stat(name))
-        except (OSError, ValueError, IndexError):
-            continue  # gone, or not a process we can read
-        zombie = state in (b"Z", b"X", b"x")
-        owner = None
-        if not zombie and started >= newer_than:
-            with contextlib.suppress(OSError):
-                owner = _owner_in(_read_file(f"/proc/{name}/environ"))
-        entries.append(ProcessEntry(int(name), ppid, pgid, started, zombie, owner))
-    return ProcessTable(tuple(entries))
-
-
-def _read_psutil(newer_than: float) -> ProcessTable:
-    me = os.getpid()
-    entries = []
-    for proc in psutil.process_iter(["ppid", "status", "create_time"]):
-        info = proc.info
-        if proc.pid == me or info["create_time"] is None or info["ppid"] is None:
-            continue
-        try:
-            pgid = os.getpgid(proc.pid)
-        except OSError:
-            continue
-        zombie = info["status"] == psutil.STATUS_ZOMBIE
-        owner = None
-        if not zombie and info["create_time"] >= newer_than:
-            with contextlib.suppress(psutil.Error, OSError):
-                owner = proc.environ().get(OWNER_VARIABLE)
-        entries.append(
-            ProcessEntry(proc.pid, info["ppid"], pgid, info["create_time"], zombie, owner)
-        )
-    return ProcessTable(tuple(entries))
-
-
-def read_process_table(newer_than: float = 0.0) -> ProcessTable:
-    """Every process of the machine that we can see (blocking: run it in a thread).
-
-    Owner markers are read only for processes that started at ``newer_than`` or later
-    (a start time as entries give it); older entries have ``owner=None``.
+    The leader of a group stays a zombie until someone reaps it (``process.wait()``),
+    and until then its group id cannot name anyone else's group: a caller that still
+    has a group to signal after its leader ended waits here, signals, and reaps last.
+    Returns at once for a process already reaped. (Reading ``process.returncode``
+    would reap it: it polls.)
     """
-    return _read_procfs(newer_than) if _PROCFS else _read_psutil(newer_than)
-
-
-def _start_of(pid: int) -> float:
-    """``pid``'s start time as table entries give it; 0 (no filter) when unknown."""
-    if _PROCFS:
-        now = _procfs_started(pid)
-        return 0.0 if now is None else now[0]
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return 0.0
-
-
-# --------------------------------------------------------------------------- identity
-
-
-def _procfs_started(pid: int) -> tuple[int, bool] | None:
-    """``(starttime, zombie)`` of whatever process has ``pid`` now, or None."""
-    try:
-        state, _, _, started = _parse_stat(_read_stat(pid))
-    except (OSError, ValueError, IndexError):
-        return None
-    return started, state in (b"Z", b"X", b"x")
-
-
-def is_alive(entry: ProcessEntry) -> bool:
-    """Whether the process ``entry`` names still runs (not gone, not a zombie, not reused)."""
-    if _PROCFS:
-        now = _procfs_started(entry.pid)
-        return now is not None and now[0] == entry.started and not now[1]
-    try:
-        proc = psutil.Process(entry.pid)
-        return proc.create_time() == entry.started and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def send_signal(entry: ProcessEntry, signum: int) -> bool:
-    """Signal the process ``entry`` names, and no other; ``False`` if it is gone."""
-    if not _PROCFS:
-        try:
-            proc = psutil.Process(entry.pid)
-            if proc.create_time() != entry.started:
-                return False
-            proc.send_signal(signum)  # psutil checks the identity once more
-        except psutil.Error:
-            return False
-        return True
-    pidfd = -1
     if _HAS_PIDFD:
         try:
-            pidfd = os.pidfd_open(entry.pid)
-        except ProcessLookupError:
-            return False
+            pidfd = os.pidfd_open(process.pid)
+        except ProcessLookupError:  # reaped already
+            await trio.lowlevel.checkpoint()
+            return
         except OSError:
-            pidfd = -1  # a kernel without pidfds: the start-time check alone
-    try:
-        # Checked after the pidfd is open, the start time proves the pidfd holds the
-        # process we saw, and a pidfd cannot be redirected to a newer one.
-        now = _procfs_started(entry.pid)
-        if now is None or now[0] != entry.started:
-            return False
-        if pidfd >= 0:
-            signal.pidfd_send_signal(pidfd, signum)
+            pass  # a kernel without pidfds: poll instead
         else:
-            os.kill(entry.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        return False
-    finally:
-        if pidfd >= 0:
-            os.close(pidfd)
-    return True
-
-
-# --------------------------------------------------------------------------- shared reads
-
-
-class _SharedScan:
-    """One table read serves every caller that asked while it was pending.
-
-    A caller needs a read that *began* after it asked (its own signals must show);
-    callers that arrive while a read runs all get the next one, made by the first of
-    them. At most one read runs at a time. :meth:`read_gathered` also waits a moment
-    for company, for callers in no hurry.
-    """
-
-    def __init__(self) -> None:
-        self._lock = trio.Lock()
-        self._begun = 0
-        self._finished = 0
-        self._table = ProcessTable(())
-        self._newer_than = math.inf  # the next read's marker filter: its callers' least
-        self._gathering: _Gathering | None = None
-
-    async def read(self, newer_than: float = 0.0) -> ProcessTable:
-        """A table read that began after this call did, with markers from ``newer_than``."""
-        self._newer_than = min(self._newer_than, newer_than)
-        wanted = self._begun + 1
-        async with self._lock:
-            if self._finished < wanted:
-                self._begun += 1
-                number = self._begun
-                threshold, self._newer_than = self._newer_than, math.inf
-                table = await trio.to_thread.run_sync(read_process_table, threshold)
-                self._table, self._finished = table, number
-        return self._table
-
-    async def read_gathered(self, window: float, newer_than: float = 0.0) -> ProcessTable:
-        """Like :meth:`read`, but first gather the callers of the next ``window`` seconds.
-
-        The first caller waits ``window``, then reads once for everyone who joined
-        meanwhile: sessions that end one after another share one walk of the table.
-        """
-        gathering = self._gathering
-        if gathering is not None:
-            gathering.newer_than = min(gathering.newer_than, newer_than)
-            await gathering.done.wait()
-            if gathering.table is not None:
-                return gathering.table
-            return await self.read(newer_than)
-        gathering = self._gathering = _Gathering(newer_than=newer_than)
-        try:
-            await trio.sleep(window)
-            self._gathering = None  # who asks from now on needs a read that begins later
-            gathering.table = await self.read(gathering.newer_than)
-        finally:
-            if self._gathering is gathering:
-                self._gathering = None
-            gathering.done.set()
-        return gathering.table
-
-
-@attrs.define(eq=False)
-class _Gathering:
-    newer_than: float
-    """The least marker filter of everyone gathered."""
-    done: trio.Event = attrs.Factory(trio.Event)
-    table: ProcessTable | None = None
-
-
-_SHARED_SCAN: Final = trio.lowlevel.RunVar[_SharedScan]("penguin_process_scan")
-
-
-def _shared_scan() -> _SharedScan:
-    try:
-        return _SHARED_SCAN.get()
-    except LookupError:
-        scan = _SharedScan()
-        _SHARED_SCAN.set(scan)
-        return scan
+            try:
+                await trio.lowlevel.wait_readable(pidfd)  # readable once it exited
+            finally:
+                os.close(pidfd)
+            return
+    interval = 0.002
+    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT  # WNOHANG: it never blocks
+    with contextlib.suppress(ChildProcessError):  # reaped meanwhile: it exited
+        while os.waitid(os.P_PID, process.pid, flags) is None:  # noqa: ASYNC222
+            await trio.sleep(interval)
+            interval = min(interval * 2, 0.05)
+    await trio.lowlevel.checkpoint()
 
 
 # --------------------------------------------------------------------------- ending
@@ -556,7 +303,8 @@ class _Ending:
         """Ours, sent SIGTERM: each gets SIGKILL if still there when the grace ends."""
         self.waiting: dict[tuple[int, float], ProcessEntry] = {}
         """Everything the grace period waits for (ours, and group members after reaping)."""
-        self.killed: set[tuple[int, float]] = set()
+        self.killed: dict[tuple[int, float], ProcessEntry] = {}
+        """Sent SIGKILL: each is waited for until it is dead."""
 
     def ours(self, table: ProcessTable) -> list[ProcessEntry]:
         """Live processes provably ours: marked, or (root unreaped) in its tree or group."""
@@ -601,9 +349,13 @@ class _Ending:
         count = 0
         for entry in entries:
             if entry.identity not in self.killed:
-                self.killed.add(entry.identity)
+                self.killed[entry.identity] = entry
                 count += send_signal(entry, signal.SIGKILL)
         return count
+
+    def dead(self) -> bool:
+        """Everything sent SIGKILL is gone or a zombie (no table read)."""
+        return not any(is_alive(entry) for entry in self.killed.values())
 
     def settled(self) -> bool:
         """The root is reaped and everything waited for is gone (no table read)."""
@@ -639,7 +391,7 @@ async def end_process_tree(
     ``exited`` is set by whoever waits for the root (a Trio process has one waiter),
     right when it is reaped. The steps and their order are in the module docstring.
     """
-    shared = _shared_scan()
+    shared = shared_scan()
     since = spawned.root_started
 
     async def read() -> ProcessTable:
@@ -674,6 +426,8 @@ async def end_process_tree(
         table = await read()
         if not ending.kill(table.marked(owner)):
             break
+    # A SIGKILL takes effect when its target next runs: wait for that, not just the send.
+    await _wait_until(ending.dead, deadline=trio.current_time() + KILL_SETTLE)
 
 
 def kill_marked(owner: str, *, prefix: bool) -> int:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import inspect
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
@@ -52,19 +51,21 @@ import attrs
 import trio
 
 from penguin import protocol as om
+from penguin._concurrency import error_text
 from penguin._log import warn
 from penguin.config import DEFAULT_MAX_SPAWNED
+from penguin.protocol._approve import consult
 
 from .._contract import SubagentChild, SubagentRequest, SubagentRunner
 from .._errors import SubagentSpawnError, SubagentStartError, SubagentSupervisorClosedError
 from ._buffer import SUBAGENT_LABEL, UnreadBuffer
-from ._commands import BackgroundReport, report_output
 from ._registry import (
     IDLE_REAP_AFTER,
     IDLE_SWEEP_INTERVAL,
     SUBAGENT_SESSION_CAP,
     SessionRegistry,
 )
+from ._reports import BackgroundReport, report_output
 
 __all__ = [
     "DEFAULT_SPAWN_LIMIT",
@@ -133,12 +134,6 @@ def round_exit(
     return RoundExit("completed")
 
 
-def _error_text(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) or type(exc).__name__
-
-
 # --------------------------------------------------------------------------- the live tap
 
 
@@ -198,28 +193,6 @@ class _PendingApproval:
     consultations: list[trio.CancelScope] = attrs.Factory(list)
 
 
-_VERDICTS: Final[tuple[om.ApprovalVerdict, ...]] = ("allow", "deny", "forbidden")
-
-
-async def _ask(approve: om.ApproveFn, call: ToolCall) -> om.ApprovalVerdict:
-    """One consultation of a sink: a raising sink or a strange answer denies (5.2, 5.8)."""
-    try:
-        answer: object = approve(call)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except Exception as error:
-        warn(f"[penguin] approve callback threw: {_error_text(error)}; denying.")
-        return "deny"
-    for verdict in _VERDICTS:
-        if answer == verdict:
-            return verdict
-    warn(
-        f"[penguin] approve callback answered {answer!r:.60}, which is not "
-        '"allow", "deny" or "forbidden"; denying.'
-    )
-    return "deny"
-
-
 # --------------------------------------------------------------------------- one child
 
 
@@ -232,8 +205,14 @@ class SubagentSession:
     child's undelivered text.
     """
 
-    def __init__(self, supervisor: SubagentSupervisor) -> None:
-        self._supervisor = supervisor
+    def __init__(
+        self,
+        *,
+        report: Callable[[BackgroundReport], None],
+        on_end: Callable[[SubagentSession], None],
+    ) -> None:
+        self._report = report
+        self._on_end = on_end
         self.subagent_id = ""
         """``subagent-`` + the last 8 chars of the child session id (set at spawn)."""
         self.text = UnreadBuffer(label=SUBAGENT_LABEL)
@@ -271,6 +250,11 @@ class SubagentSession:
         self._approvals_changed = trio.lowlevel.ParkingLot()
 
     # ------------------------------------------------------------------ identity
+
+    @property
+    def opened(self) -> bool:
+        """Whether the child session was opened (even if its spawner was cancelled since)."""
+        return self._child is not None
 
     @property
     def child(self) -> SubagentChild:
@@ -333,13 +317,13 @@ class SubagentSession:
         except Exception as exc:
             if not started:
                 raise
-            warn(f"[penguin] subagent {self.subagent_id} failed to close: {_error_text(exc)}")
+            warn(f"[penguin] subagent {self.subagent_id} failed to close: {error_text(exc)}")
         finally:
             self._killed = True
             self.running = False
             self.ended.set()
             self._changed.unpark_all()
-            self._supervisor._live.discard(self)
+            self._on_end(self)
 
     async def wait_idle(self) -> None:
         """Wait until no round is running (returns at once when none is)."""
@@ -399,7 +383,7 @@ class SubagentSession:
                 wrote_text=self._wrote_text,
             )
         except Exception as exc:
-            exit_ = round_exit(status=None, error=_error_text(exc))
+            exit_ = round_exit(status=None, error=error_text(exc))
         finally:
             self.exit = exit_
             self.running = False
@@ -430,14 +414,13 @@ class SubagentSession:
 
     def _report_round(self) -> None:
         label = self.report_label
-        supervisor = self._supervisor
-        if label is None or self._killed or supervisor.closed or self.exit is None:
+        if label is None or self._killed or self.exit is None:
             return
         if not self._windows:
             # What the report says was produced needs no second delivery, and a background
             # session nobody polls must not hold a megabyte of it.
             self.text.drain()
-        supervisor._post_report(
+        self._report(
             BackgroundReport(
                 kind="subagent",
                 id=self.subagent_id,
@@ -539,7 +522,7 @@ class SubagentSession:
             request.consultations.append(scope)
             if request.decided.is_set():
                 return
-            self._settle(request, await _ask(sink.approve, request.call))
+            self._settle(request, await consult(sink.approve, request.call))
 
 
 # --------------------------------------------------------------------------- the supervisor
@@ -583,6 +566,10 @@ class SubagentSupervisor:
         """Whether :meth:`aclose` ran: no spawn, no registration, no report."""
         return self._closed
 
+    def _report(self, report: BackgroundReport) -> None:
+        if not self._closed:
+            self._post_report(report)
+
     @property
     def spawn_limit_reached(self) -> bool:
         """Whether this session has spawned as many subagents as it may."""
@@ -609,12 +596,12 @@ class SubagentSupervisor:
         """
         if self.closed:
             raise SubagentSupervisorClosedError
-        session = SubagentSession(self)
+        session = SubagentSession(report=self._report, on_end=self._live.discard)
         self._live.add(session)
         try:
             await self._nursery.start(partial(session.run, runner, request))
         except BaseException:
-            if session._child is not None:
+            if session.opened:
                 session.kill()  # opened, but the caller was cancelled before start() returned
             else:
                 self._live.discard(session)

@@ -2,18 +2,21 @@
 
 Tools never read their JSON Schema: each coerces its own arguments with these
 helpers, so the model gets the same leniency and the same messages everywhere. A
-failure is one text delta and a returned ``failed`` (3.0.2): :func:`fail`.
+failure is one text delta and a returned ``failed`` (3.0.2): a tool calls :func:`fail`,
+which raises, and ``BuiltinTool.execute`` (``_base``) is the one place that turns it
+into that shape — so no check has to hand a result back through its callers.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
-from .._contract import ToolContext, ToolResult
+from penguin._errors import PenguinError
 
 __all__ = [
     "MIN_YIELD_TIME_MS",
+    "CallFailed",
     "clamp_yield_time_ms",
     "fail",
     "finite_number",
@@ -56,7 +59,23 @@ def required_string(args: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-async def fail(ctx: ToolContext, text: str) -> ToolResult:
-    """Report a failure the way every builtin does: one delta, stop ``failed``."""
-    await ctx.emit(text)
-    return ToolResult(stop_reason="failed")
+class _CallFailed(PenguinError):
+    """A builtin's check failed: the call ends with ``text`` as a delta, stop ``failed``.
+
+    Never leaves the tool: ``BuiltinTool.execute`` catches it. ``note`` follows the
+    output, as a returned :class:`~penguin.environment.ToolResult`'s would.
+    """
+
+    def __init__(self, text: str, note: str | None = None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.note = note
+
+
+CallFailed = _CallFailed
+"""The failure :func:`fail` raises, for the one ``except`` that catches it."""
+
+
+def fail(text: str, *, note: str | None = None) -> NoReturn:
+    """End the call the way every builtin fails: ``text`` as one delta, stop ``failed``."""
+    raise _CallFailed(text, note)

@@ -9,7 +9,11 @@ Owns what more than one file tool needs and what is easy to get subtly wrong:
 - the atomic write of reference 3.6.3 (:func:`write_atomically`);
 - small text helpers: ``cat -n`` line counting, lossy decoding, the 2000-char
   display cut, splitting on ``\n`` only, lone-surrogate cleanup;
-- how an ``OSError`` is worded inside ``Failed to ...: ${message}`` texts.
+- how an ``OSError`` is worded inside ``Failed to ...: ${message}`` texts;
+- the preamble every file tool's blocking part begins with (:func:`locate`): resolve
+  the path, refuse a secret store (reference 3.5.3), ``stat`` it and word the failure.
+  A refusal is raised (:func:`refuse`) and becomes the tool's :class:`FileReport` at
+  the one place that catches it, :func:`reports_refusals` around each blocking part.
 
 It does not own any tool's messages or check order (each tool module does) and never
 touches the event loop: everything here is plain synchronous code, meant to run in a
@@ -34,31 +38,37 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import secrets
 import stat
 import unicodedata
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, NoReturn, ParamSpec
 
 import attrs
+
+from penguin._errors import PenguinError
 
 __all__ = [
     "LINE_DISPLAY_LIMIT",
     "SECRET_FILE_NAMES",
-    "Outcome",
+    "FileReport",
     "compose_hint",
     "count_cat_lines",
     "decode_lossy",
     "describe_error",
     "is_missing_error",
+    "locate",
     "make_parent_dirs",
     "model_visible_path",
     "non_regular_kind",
     "path_hint",
     "plural",
+    "refuse",
     "refuse_secret_store",
+    "reports_refusals",
     "resolve_path",
     "sanitize_text",
     "secret_store_name",
@@ -79,11 +89,40 @@ _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 @attrs.frozen
-class Outcome:
+class FileReport:
     """What a file tool's blocking part decided: the one text delta and whether it failed."""
 
     text: str
     failed: bool = False
+
+
+class _Refused(PenguinError):
+    """A file tool's blocking part stops with a failed report (see :func:`refuse`)."""
+
+    def __init__(self, report: FileReport) -> None:
+        super().__init__(report.text)
+        self.report = report
+
+
+def refuse(text: str) -> NoReturn:
+    """Stop a blocking part with the failed report ``text`` (:func:`reports_refusals`)."""
+    raise _Refused(FileReport(text, failed=True))
+
+
+_P = ParamSpec("_P")
+
+
+def reports_refusals(work: Callable[_P, FileReport]) -> Callable[_P, FileReport]:
+    """Make :func:`refuse` inside ``work`` end it with its report (the one catch)."""
+
+    @functools.wraps(work)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> FileReport:
+        try:
+            return work(*args, **kwargs)
+        except _Refused as refused:
+            return refused.report
+
+    return run
 
 
 # --- paths --------------------------------------------------------------------------------
@@ -374,17 +413,36 @@ def secret_store_name(resolved: str) -> str | None:
     return real if real in SECRET_FILE_NAMES else None
 
 
-def refuse_secret_store(verb: str, file_path: str, resolved: str) -> Outcome | None:
-    """The refusal of reference 3.5.3 for ``verb`` (read; also edit and write), or ``None``.
+def refuse_secret_store(verb: str, file_path: str, resolved: str) -> None:
+    """:func:`refuse` as reference 3.5.3 says, for ``verb`` (read; also edit and write).
 
     The spec guards read_file only; edit_file and write_file are guarded too,
     because their diffs would show the store's content to the model just the same.
     """
     store = secret_store_name(resolved)
-    if store is None:
-        return None
-    return Outcome(
-        f'Refusing to {verb} "{file_path}": {store} holds the user\'s secrets and must '
-        "never enter the conversation.",
-        failed=True,
-    )
+    if store is not None:
+        refuse(
+            f'Refusing to {verb} "{file_path}": {store} holds the user\'s secrets and must '
+            "never enter the conversation."
+        )
+
+
+def locate(
+    workspace: str, file_path: str, *, verb: str, failure_verb: str
+) -> tuple[str, os.stat_result | None]:
+    """The preamble of a file tool's blocking part: ``(resolved path, its stat)``.
+
+    Refuses (:func:`refuse`) a secret store (``Refusing to {verb} …``) and a path that
+    cannot be ``stat``-ed (``Failed to {failure_verb} "…": …``). The stat is ``None``
+    when nothing is there: each tool words that (or, write_file, creates the file).
+    """
+    resolved = resolve_path(workspace, file_path)
+    refuse_secret_store(verb, file_path, resolved)
+    try:
+        return resolved, os.stat(resolved)
+    except OSError as exc:
+        if is_missing_error(exc):
+            return resolved, None
+        refuse(f'Failed to {failure_verb} "{file_path}": {describe_error(exc)}')
+    except ValueError as exc:
+        refuse(f'Failed to {failure_verb} "{file_path}": {describe_error(exc)}')

@@ -72,6 +72,7 @@ import trio
 from penguin._errors import PenguinError
 from penguin.config import ImageSettings
 
+from ._args import fail
 from ._files import describe_error, resolve_path
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ __all__ = [
     "format_size",
     "is_data_url",
     "is_http_url",
+    "load_for_call",
     "load_image",
     "pillow_available",
     "read_local_image",
@@ -619,3 +621,19 @@ async def load_image(
         functools.partial(downscale_image, image, source, max_edge=settings.max_edge),
         abandon_on_cancel=True,
     )
+
+
+async def load_for_call(
+    source: str, workspace: str | os.PathLike[str], settings: ImageSettings
+) -> tuple[LoadedImage, str | None]:
+    """Load the image a read_image or describe_image call names, and the call's note.
+
+    The note is :func:`downscale_unavailable_note`'s (``None`` mostly). An image that
+    does not load ends the call (``_args.fail``): its text, stop ``failed``, the note.
+    """
+    note = downscale_unavailable_note(settings)
+    try:
+        image = await load_image(source, workspace, settings)
+    except ImageError as exc:
+        fail(str(exc), note=note)
+    return image, note

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from penguin.config import ToolDefinitionConfig
-
-from .._contract import ToolContext, ToolResult, ToolServices
+from .._contract import ToolResult
 from ..supervisor import RoundExit, SubagentSession, SubagentSupervisor
 from ._args import fail, required_string
+from ._base import BuiltinTool
 
 __all__ = ["SubagentTool", "approval_hint", "exit_result"]
 
@@ -34,34 +33,27 @@ def exit_result(exit_: RoundExit | None) -> ToolResult:
     return ToolResult(stop_reason=exit_.status, note=exit_.note)
 
 
-class SubagentTool:
-    """Base of the subagent tools: construction, the supervisor, the session lookup."""
+class SubagentTool(BuiltinTool):
+    """Base of the subagent tools: the supervisor, the session lookup."""
 
-    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
-        """Build the tool; ``services.subagents`` is the Environment's supervisor."""
-        self.definition = definition
-        self.name = definition.name
-        self._subagents: SubagentSupervisor | None = services.subagents
-        self._services = services
+    def _supervisor(self, label: str) -> SubagentSupervisor:
+        """The Environment's subagent supervisor; without one a tool called ``label`` fails."""
+        subagents = self.supervisors.subagents
+        if subagents is None:
+            fail(f"[{label} unavailable: no subagent session manager configured]")
+        return subagents
 
-    async def _supervisor(self, ctx: ToolContext, label: str) -> SubagentSupervisor | ToolResult:
-        """The supervisor, or the failure a tool called ``label`` reports without one."""
-        if self._subagents is None:
-            return await fail(ctx, f"[{label} unavailable: no subagent session manager configured]")
-        return self._subagents
-
-    async def _registered(
-        self, subagents: SubagentSupervisor, args: dict[str, Any], ctx: ToolContext, label: str
-    ) -> tuple[str, SubagentSession] | ToolResult:
-        """The session ``args["subagent_id"]`` names, or the failure (3.9.1, 3.10.1)."""
+    def _registered(
+        self, subagents: SubagentSupervisor, args: dict[str, Any], label: str
+    ) -> tuple[str, SubagentSession]:
+        """The session ``args["subagent_id"]`` names; else the failure (3.9.1, 3.10.1)."""
         subagent_id = required_string(args, "subagent_id")
         if subagent_id is None:
-            return await fail(ctx, f'Missing required argument "subagent_id" for {label}.')
+            fail(f'Missing required argument "subagent_id" for {label}.')
         session = subagents.get(subagent_id)
         if session is None:
-            return await fail(
-                ctx,
+            fail(
                 f"[{label} error: unknown subagent_id {subagent_id} "
-                "(the session may have finished and been cleared)]",
+                "(the session may have finished and been cleared)]"
             )
         return subagent_id, session

@@ -25,11 +25,11 @@ from __future__ import annotations
 from typing import Any, Final, final
 
 from penguin import protocol as om
-from penguin.config import ToolDefinitionConfig
 
-from .._contract import ToolContext, ToolResult, ToolServices, VisionResponse, VisionService
+from .._contract import ToolContext, ToolResult, VisionResponse
 from ._args import fail, required_string
-from ._images import ImageError, downscale_unavailable_note, load_image
+from ._base import BuiltinTool
+from ._images import load_for_call
 
 __all__ = ["DEFAULT_PROMPT", "NO_TEXT", "NO_VISION_MODEL", "TOOL_NAME", "DescribeImageTool"]
 
@@ -51,31 +51,22 @@ NO_TEXT: Final = "[vision model returned no text]"
 
 
 @final
-class DescribeImageTool:
-    """describe_image: ask the project's vision model about one image."""
+class DescribeImageTool(BuiltinTool):
+    """describe_image: ask the project's vision model about one image.
 
-    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
-        """Build the tool; ``services.vision`` is the vision model (or ``None``)."""
-        self.definition = definition
-        self.name = definition.name
-        self._vision: VisionService | None = services.vision
-        self._settings = services.images
+    ``services.vision`` is the vision model (or ``None``).
+    """
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Run one call: a header line, then the vision model's text as it streams."""
         source = required_string(args, "source")
         if source is None:
-            return await fail(ctx, f'Missing required argument "source" for {TOOL_NAME}.')
-        vision = self._vision
+            fail(f'Missing required argument "source" for {TOOL_NAME}.')
+        vision = self.services.vision
         model_id = None if vision is None else vision.model_id
         if vision is None or model_id is None:
-            return await fail(ctx, NO_VISION_MODEL)
-        note = downscale_unavailable_note(self._settings)
-        try:
-            image = await load_image(source, ctx.workspace_dir, self._settings)
-        except ImageError as exc:
-            await ctx.emit(str(exc))
-            return ToolResult(stop_reason="failed", note=note)
+            fail(NO_VISION_MODEL)
+        image, note = await load_for_call(source, ctx.workspace_dir, self.services.images)
         prompt = args.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             prompt = DEFAULT_PROMPT
@@ -88,8 +79,7 @@ class DescribeImageTool:
             failure = f"Vision model ({model_id}) request {outcome.status}"
             if outcome.error_message:
                 failure += f": {outcome.error_message}"
-            await ctx.emit(("\n" if wrote_text else "") + failure)
-            return ToolResult(stop_reason="failed", note=note)
+            fail(("\n" if wrote_text else "") + failure, note=note)
         if not wrote_text:
             await ctx.emit(NO_TEXT)
         return ToolResult(note=note)

@@ -30,19 +30,20 @@ from typing import Any, Final, final
 import trio
 
 from penguin._errors import PenguinError
-from penguin.config import ToolDefinitionConfig
 
-from .._contract import ToolContext, ToolResult, ToolServices
+from .._contract import ToolContext, ToolResult
+from ._args import fail
+from ._base import FileTool
 from ._diff import build_edit_hunks, render_edit_report
 from ._files import (
-    Outcome,
+    FileReport,
     describe_error,
-    is_missing_error,
+    locate,
     non_regular_kind,
     path_hint,
     plural,
-    refuse_secret_store,
-    resolve_path,
+    refuse,
+    reports_refusals,
     sanitize_text,
     write_atomically,
 )
@@ -115,6 +116,7 @@ class _NotRegularError(PenguinError):
         super().__init__(f"it is not a regular file ({kind}).")
 
 
+@reports_refusals
 def edit_file_blocking(
     *,
     workspace: str,
@@ -124,30 +126,20 @@ def edit_file_blocking(
     replace_all: bool,
     budget: int,
     before_commit: Callable[[], None] | None = None,
-) -> Outcome:
+) -> FileReport:
     """Everything of an edit_file call after the argument checks; blocking.
 
     ``old`` and ``new`` must be free of lone surrogates (see :func:`sanitize_text`).
     """
-    resolved = resolve_path(workspace, file_path)
-    refusal = refuse_secret_store("edit", file_path, resolved)
-    if refusal is not None:
-        return refusal
-    try:
-        info = os.stat(resolved)
-    except OSError as exc:
-        if is_missing_error(exc):
-            return Outcome(
-                f'File not found: "{file_path}". edit_file only edits existing files — check '
-                "the path (absolute paths are supported), or use write_file to create it."
-                f"{path_hint(resolved)}",
-                failed=True,
-            )
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
-    except ValueError as exc:
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
+    resolved, info = locate(workspace, file_path, verb="edit", failure_verb="read")
+    if info is None:
+        refuse(
+            f'File not found: "{file_path}". edit_file only edits existing files — check '
+            "the path (absolute paths are supported), or use write_file to create it."
+            f"{path_hint(resolved)}"
+        )
     if stat.S_ISDIR(info.st_mode):
-        return Outcome(f'Cannot edit "{file_path}": it is a directory.', failed=True)
+        return FileReport(f'Cannot edit "{file_path}": it is a directory.', failed=True)
     target = os.path.realpath(resolved)
     try:
         kind = non_regular_kind(info.st_mode)
@@ -155,7 +147,7 @@ def edit_file_blocking(
             raise _NotRegularError(kind)
         data = _read_regular(target)
     except (OSError, _NotRegularError) as exc:
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
+        return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
     content = data.decode("utf-8", errors="surrogateescape")
     sites = find_occurrences(content, old)
     if not sites:
@@ -168,9 +160,9 @@ def edit_file_blocking(
                 r" Note: the file uses CRLF (\r\n) line endings — a multi-line old_string "
                 r"must include the \r characters."
             )
-        return Outcome(text, failed=True)
+        return FileReport(text, failed=True)
     if len(sites) > 1 and not replace_all:
-        return Outcome(
+        return FileReport(
             f'old_string occurs {len(sites)} times in "{file_path}". Add surrounding context '
             "to make it unique, or set replace_all to true to replace every occurrence.",
             failed=True,
@@ -184,30 +176,25 @@ def edit_file_blocking(
             before_commit=before_commit,
         )
     except OSError as exc:
-        return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
+        return FileReport(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
     first_line = f'Replaced {plural(len(sites), "occurrence")} in "{file_path}".'
     hunks = build_edit_hunks(content, sites, old, new)
-    return Outcome(render_edit_report(first_line, hunks, len(sites), budget))
+    return FileReport(render_edit_report(first_line, hunks, len(sites), budget))
 
 
 @final
-class EditFileTool:
+class EditFileTool(FileTool):
     """edit_file: replace an exact string in an existing file."""
 
-    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
-        """Build the tool from its configured entry (``services`` are not needed)."""
-        self.definition = definition
-        self.name = definition.name
-
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Run one call; the output is always exactly one delta."""
         checked = check_arguments(args, self.name)
         if isinstance(checked, str):
-            await ctx.emit(checked)
-            return ToolResult(stop_reason="failed")
+            fail(checked)
         file_path, old, new = checked
         configured = ctx.definition.max_output_length
-        outcome = await trio.to_thread.run_sync(
+        return await self.report(
+            ctx,
             lambda: edit_file_blocking(
                 workspace=os.path.abspath(ctx.workspace_dir),
                 file_path=file_path,
@@ -216,7 +203,5 @@ class EditFileTool:
                 replace_all=args.get("replace_all") is True,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 before_commit=trio.from_thread.check_cancelled,
-            )
+            ),
         )
-        await ctx.emit(outcome.text)
-        return ToolResult(stop_reason="failed") if outcome.failed else None

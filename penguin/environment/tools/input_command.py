@@ -13,9 +13,9 @@ from typing import Any, Final, final
 import trio
 
 from .._contract import ToolContext, ToolResult
+from ..supervisor import Exited
 from ._args import clamp_yield_time_ms, fail
 from ._command_tool import CommandTool
-from .exec_command import exit_result
 
 __all__ = ["CTRL_C", "POLL_YIELD_MS", "WRITE_YIELD_MS", "InputCommandTool"]
 
@@ -28,22 +28,16 @@ WRITE_YIELD_MS: Final = 250
 class InputCommandTool(CommandTool):
     """input_command: send input to a background command and collect its output."""
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Write (or signal), then collect for one window."""
-        commands = await self._supervisor(ctx, "input_command")
-        if isinstance(commands, ToolResult):
-            return commands
-        found = await self._registered(commands, args, ctx, "input_command")
-        if isinstance(found, ToolResult):
-            return found
-        process_id, session = found
+        commands = self._supervisor("input_command")
+        process_id, session = self._registered(commands, args, "input_command")
         chars = args.get("chars")
         chars = chars if isinstance(chars, str) else ""
         if CTRL_C in chars and chars != CTRL_C:
-            return await fail(
-                ctx,
+            fail(
                 "[input_command error: chars mixes U+0003 (Ctrl-C) with other content; "
-                'send "\\u0003" alone to interrupt]',
+                'send "\\u0003" alone to interrupt]'
             )
         await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call writes nothing
         if chars == CTRL_C:
@@ -55,7 +49,8 @@ class InputCommandTool(CommandTool):
             WRITE_YIELD_MS if chars else POLL_YIELD_MS,
             ctx.definition.timeout_ms,
         )
-        if not await commands.collect(session, window / 1000, ctx.emit):
-            return ToolResult(note=f"[process still running with process_id {process_id}]")
-        commands.discard(session)
-        return exit_result(session)
+        ended = await commands.poll_window(session, window / 1000, ctx.emit)
+        if isinstance(ended, Exited):
+            note = ended.status.note()
+            return None if note is None else ToolResult(stop_reason="failed", note=note)
+        return ToolResult(note=f"[process still running with process_id {process_id}]")

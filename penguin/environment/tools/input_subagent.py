@@ -31,20 +31,14 @@ POLL_YIELD_MS: Final = 10_000
 class InputSubagentTool(SubagentTool):
     """input_subagent: collect a subagent's progress or send it a follow-up prompt."""
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Start a round if asked, then collect for one window."""
-        subagents = await self._supervisor(ctx, "input_subagent")
-        if isinstance(subagents, ToolResult):
-            return subagents
-        found = await self._registered(subagents, args, ctx, "input_subagent")
-        if isinstance(found, ToolResult):
-            return found
-        subagent_id, session = found
+        subagents = self._supervisor("input_subagent")
+        subagent_id, session = self._registered(subagents, args, "input_subagent")
         prompt = args.get("prompt")
         prompt = prompt if isinstance(prompt, str) and prompt.strip() else None
         if prompt is not None and session.running:
-            return await fail(
-                ctx,
+            fail(
                 f"[input_subagent error: subagent {subagent_id} is still running; "
                 "poll with an empty prompt to collect progress first]",
             )
@@ -53,7 +47,7 @@ class InputSubagentTool(SubagentTool):
             try:
                 session.start_round(prompt)
             except SubagentSpawnError as exc:
-                return await fail(ctx, f"[input_subagent error: {exc}]")
+                fail(f"[input_subagent error: {exc}]")
         window = clamp_yield_time_ms(
             args.get("yield_time_ms"),
             PROMPT_YIELD_MS if prompt is not None else POLL_YIELD_MS,

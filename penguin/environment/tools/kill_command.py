@@ -13,6 +13,7 @@ from typing import Any, final
 import trio
 
 from .._contract import ToolContext, ToolResult
+from ..supervisor import ExitStatus
 from ._command_tool import CommandTool
 
 __all__ = ["KillCommandTool"]
@@ -22,15 +23,10 @@ __all__ = ["KillCommandTool"]
 class KillCommandTool(CommandTool):
     """kill_command: SIGTERM the group, SIGKILL after a grace period, remove the session."""
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Kill one registered command."""
-        commands = await self._supervisor(ctx, "kill_command")
-        if isinstance(commands, ToolResult):
-            return commands
-        found = await self._registered(commands, args, ctx, "kill_command")
-        if isinstance(found, ToolResult):
-            return found
-        process_id, session = found
+        commands = self._supervisor("kill_command")
+        process_id, session = self._registered(commands, args, "kill_command")
         await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call kills nothing
         commands.disarm_report(session)
         was_running = session.running
@@ -46,7 +42,7 @@ class KillCommandTool(CommandTool):
                     "(SIGTERM to the process group, SIGKILL after a grace period)]"
                 )
             )
-        status = session.exit_status.describe() if session.exit_status else "exit code unknown"
+        status = (session.exit_status or ExitStatus()).describe()
         return ToolResult(
             note=f"[process {process_id} had already exited ({status}); session removed]"
         )

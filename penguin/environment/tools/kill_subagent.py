@@ -23,15 +23,10 @@ __all__ = ["KillSubagentTool"]
 class KillSubagentTool(SubagentTool):
     """kill_subagent: abort the subagent's round, release its session, remove it."""
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Kill one registered subagent."""
-        subagents = await self._supervisor(ctx, "kill_subagent")
-        if isinstance(subagents, ToolResult):
-            return subagents
-        found = await self._registered(subagents, args, ctx, "kill_subagent")
-        if isinstance(found, ToolResult):
-            return found
-        subagent_id, session = found
+        subagents = self._supervisor("kill_subagent")
+        subagent_id, session = self._registered(subagents, args, "kill_subagent")
         await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call kills nothing
         subagents.disarm_report(session)
         was_running = session.running

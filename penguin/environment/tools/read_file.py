@@ -41,20 +41,20 @@ from typing import Any, Final, final
 import attrs
 import trio
 
-from penguin.config import ToolDefinitionConfig
-
-from .._contract import ToolContext, ToolResult, ToolServices
+from .._contract import ToolContext, ToolResult
+from ._args import fail
+from ._base import FileTool
 from ._files import (
-    Outcome,
+    FileReport,
     decode_lossy,
     describe_error,
-    is_missing_error,
+    locate,
     model_visible_path,
     non_regular_kind,
     path_hint,
     plural,
-    refuse_secret_store,
-    resolve_path,
+    refuse,
+    reports_refusals,
     truncate_line,
 )
 
@@ -402,17 +402,17 @@ def scan_lines(
 
 def render_window(
     file_path: str, *, offset: int, limit: int, scan: ScanResult, budget: int
-) -> Outcome:
+) -> FileReport:
     """The read_file output for a finished scan (binary/cap/past-end checks, rows, notes)."""
     if scan.binary:
-        return Outcome(
+        return FileReport(
             f'"{file_path}" looks like a binary file (contains NUL bytes). Use shell '
             "commands to inspect it, or read_image if it is an image.",
             failed=True,
         )
     if scan.capped and not scan.window:
         last = js_number_text(offset + limit - 1)
-        return Outcome(
+        return FileReport(
             f'Stopped after scanning 8 MB of "{file_path}" without reaching the requested '
             f"window (scanned {plural(scan.scanned, 'line')}). The offset is too deep or the "
             "file has extremely long lines — use shell commands (e.g. sed -n "
@@ -420,7 +420,7 @@ def render_window(
             failed=True,
         )
     if not scan.capped and offset > scan.lines:
-        return Outcome(
+        return FileReport(
             f'Offset {js_number_text(offset)} is past the end of "{file_path}" '
             f"({plural(scan.lines, 'line')} total).",
             failed=True,
@@ -456,20 +456,21 @@ def render_window(
             out.append(f"[file has more than {scan.lines} lines; {showing}")
         else:
             out.append(f"[file has {scan.lines} lines total; {showing}")
-    return Outcome("\n".join(out))
+    return FileReport("\n".join(out))
 
 
 # --- the blocking part and the tool -------------------------------------------------------
 
 
-def _not_regular(file_path: str, kind: str) -> Outcome:
-    return Outcome(
+def _not_regular(file_path: str, kind: str) -> FileReport:
+    return FileReport(
         f'Failed to read "{file_path}": it is not a regular file ({kind}). '
         "Use shell commands to inspect it.",
         failed=True,
     )
 
 
+@reports_refusals
 def read_file_blocking(
     *,
     workspace: str,
@@ -478,27 +479,17 @@ def read_file_blocking(
     limit: int,
     budget: int,
     checkpoint: Callable[[], None],
-) -> Outcome:
+) -> FileReport:
     """Everything of a read_file call after argument checks; blocking (one worker thread)."""
-    resolved = resolve_path(workspace, file_path)
-    refusal = refuse_secret_store("read", file_path, resolved)
-    if refusal is not None:
-        return refusal
-    try:
-        info = os.stat(resolved)
-    except OSError as exc:
-        if is_missing_error(exc):
-            return Outcome(
-                f'File not found: "{file_path}". Absolute paths are supported; relative '
-                "paths resolve against the workspace "
-                f"({model_visible_path(workspace)}).{path_hint(resolved)}",
-                failed=True,
-            )
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
-    except ValueError as exc:
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
+    resolved, info = locate(workspace, file_path, verb="read", failure_verb="read")
+    if info is None:
+        refuse(
+            f'File not found: "{file_path}". Absolute paths are supported; relative '
+            "paths resolve against the workspace "
+            f"({model_visible_path(workspace)}).{path_hint(resolved)}"
+        )
     if stat.S_ISDIR(info.st_mode):
-        return Outcome(
+        return FileReport(
             f'Cannot read "{file_path}": it is a directory. Pass the path of a file inside it.',
             failed=True,
         )
@@ -506,12 +497,12 @@ def read_file_blocking(
     if kind is not None:
         return _not_regular(file_path, kind)
     if info.st_size == 0:
-        return Outcome(f'"{file_path}" is an empty file (0 lines).')
+        return FileReport(f'"{file_path}" is an empty file (0 lines).')
     content_budget = max(1, budget - BUDGET_RESERVE)
     try:
         fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
+        return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
     try:
         kind = non_regular_kind(os.fstat(fd).st_mode)
         if kind is not None:
@@ -524,34 +515,30 @@ def read_file_blocking(
             checkpoint=checkpoint,
         )
     except OSError as exc:
-        return Outcome(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
+        return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
     finally:
         os.close(fd)
     return render_window(file_path, offset=offset, limit=limit, scan=scan, budget=budget)
 
 
 @final
-class ReadFileTool:
+class ReadFileTool(FileTool):
     """read_file: show lines ``offset..offset+limit-1`` of a text file with line numbers."""
 
-    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
-        """Build the tool from its configured entry (``services`` are not needed)."""
-        self.definition = definition
-        self.name = definition.name
-
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Run one call; the output is always exactly one delta."""
         file_path = args.get("file_path")
         if not isinstance(file_path, str) or not file_path:
-            return await _fail(ctx, f'Missing required argument "file_path" for {self.name}.')
+            fail(f'Missing required argument "file_path" for {self.name}.')
         offset = coerce_offset(args.get("offset"))
         if isinstance(offset, str):
-            return await _fail(ctx, offset)
+            fail(offset)
         limit = coerce_limit(args.get("limit"))
         if isinstance(limit, str):
-            return await _fail(ctx, limit)
+            fail(limit)
         configured = ctx.definition.max_output_length
-        outcome = await trio.to_thread.run_sync(
+        return await self.report(
+            ctx,
             lambda: read_file_blocking(
                 workspace=os.path.abspath(ctx.workspace_dir),
                 file_path=file_path,
@@ -559,12 +546,5 @@ class ReadFileTool:
                 limit=limit,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 checkpoint=trio.from_thread.check_cancelled,
-            )
+            ),
         )
-        await ctx.emit(outcome.text)
-        return ToolResult(stop_reason="failed") if outcome.failed else None
-
-
-async def _fail(ctx: ToolContext, text: str) -> ToolResult:
-    await ctx.emit(text)
-    return ToolResult(stop_reason="failed")

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Final, final
 
-from penguin.config import ToolDefinitionConfig
-
-from .._contract import ToolContext, ToolResult, ToolServices
+from .._contract import ToolContext, ToolResult
 from ._args import fail, required_string
-from ._images import ImageError, downscale_unavailable_note, load_image
+from ._base import BuiltinTool
+from ._images import load_for_call
 
 __all__ = ["TOOL_NAME", "ReadImageTool"]
 
@@ -27,25 +26,17 @@ TOOL_NAME: Final = "read_image"
 
 
 @final
-class ReadImageTool:
-    """read_image: load one image and hand it to the model."""
+class ReadImageTool(BuiltinTool):
+    """read_image: load one image and hand it to the model.
 
-    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
-        """Build the tool; ``services.images`` says whether big images are downscaled."""
-        self.definition = definition
-        self.name = definition.name
-        self._settings = services.images
+    ``services.images`` says whether big images are downscaled.
+    """
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Run one call: one delta, and the image on success."""
         source = required_string(args, "source")
         if source is None:
-            return await fail(ctx, f'Missing required argument "source" for {TOOL_NAME}.')
-        note = downscale_unavailable_note(self._settings)
-        try:
-            image = await load_image(source, ctx.workspace_dir, self._settings)
-        except ImageError as exc:
-            await ctx.emit(str(exc))
-            return ToolResult(stop_reason="failed", note=note)
+            fail(f'Missing required argument "source" for {TOOL_NAME}.')
+        image, note = await load_for_call(source, ctx.workspace_dir, self.services.images)
         await ctx.emit(image.summary)
         return ToolResult(note=note, images=(image.data_url,))

@@ -1,15 +1,21 @@
 """The builtin tool registry: tool name -> factory.
 
 A configured entry is executable only when its name is in :data:`BUILTIN_TOOLS`;
-other names are skipped silently (reference 1.10). Factories receive the entry and the
-Environment's :class:`~penguin.environment.ToolServices`.
+other names are skipped silently (reference 1.10). A factory receives the entry, the
+:class:`~penguin.environment.ToolServices` the user supplied and the Environment's own
+:class:`~._base.Supervisors`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
-from .._contract import ToolFactory
+from penguin.config import ToolDefinitionConfig
+
+from .._contract import Tool
+from .._services import ToolServices
+from ._base import Supervisors
 from .describe_image import DescribeImageTool
 from .edit_file import EditFileTool
 from .exec_command import ExecCommandTool
@@ -22,7 +28,10 @@ from .read_image import ReadImageTool
 from .run_subagent import RunSubagentTool
 from .write_file import WriteFileTool
 
-__all__ = ["BUILTIN_TOOLS"]
+__all__ = ["BUILTIN_TOOLS", "ToolFactory"]
+
+ToolFactory = Callable[[ToolDefinitionConfig, ToolServices, Supervisors], Tool]
+"""Builds a builtin tool from its configured entry, the user's services, the supervisors."""
 
 BUILTIN_TOOLS: Final[dict[str, ToolFactory]] = {
     "read_file": ReadFileTool,

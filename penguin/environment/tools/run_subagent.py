@@ -25,6 +25,8 @@ from typing import Any, Final, final
 
 import trio
 
+from penguin._concurrency import error_text
+
 from .._contract import SubagentRequest, ToolContext, ToolResult
 from ..supervisor import SubagentSession, SubagentSupervisor, report_label
 from ._args import clamp_yield_time_ms, fail
@@ -53,34 +55,28 @@ def _optional_string(args: dict[str, Any], key: str) -> str | None:
 class RunSubagentTool(SubagentTool):
     """run_subagent: start a child session on ``prompt``; see the module docstring."""
 
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Validate (3.8.1), spawn, then collect for one window or launch in the background."""
-        runner = self._services.subagent_runner
+        runner = self.services.subagent_runner
         if runner is None:
-            return await fail(ctx, "[run_subagent unavailable: no subagent runner configured]")
-        subagents = self._subagents
+            fail("[run_subagent unavailable: no subagent runner configured]")
+        subagents = self.supervisors.subagents
         if subagents is None or subagents.closed:
-            return await fail(
-                ctx, "[run_subagent unavailable: no subagent session manager available]"
-            )
+            fail("[run_subagent unavailable: no subagent session manager available]")
         prompt = args.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
-            return await fail(
-                ctx, "[run_subagent error: missing required string argument `prompt`]"
-            )
+            fail("[run_subagent error: missing required string argument `prompt`]")
         model_id = _optional_string(args, "model_id")
         provider = _optional_string(args, "provider")
         if (model_id is None) != (provider is None):
-            return await fail(
-                ctx,
+            fail(
                 "[run_subagent error: `model_id` and `provider` must be given together "
                 "(a model reference is the pair), or both omitted to inherit the parent "
                 "session's model]",
             )
         level = args.get("thinking_level")
         if level is not None and level not in THINKING_LEVELS:
-            return await fail(
-                ctx,
+            fail(
                 f"[run_subagent error: invalid `thinking_level` {_json_text(level)}; use one "
                 f"of {' / '.join(THINKING_LEVELS)}, or omit it to inherit the parent "
                 "session's level]",
@@ -92,14 +88,12 @@ class RunSubagentTool(SubagentTool):
         await trio.lowlevel.checkpoint_if_cancelled()  # an interrupted call spawns nothing
         if subagents.spawn_limit_reached:  # checked first: no eviction for nothing
             limit = subagents.spawn_limit
-            return await fail(
-                ctx,
+            fail(
                 f"[run_subagent error: this session has already spawned {limit} subagents "
                 "(the limit); finish the task with the ones you have]",
             )
         if not subagents.make_room():
-            return await fail(
-                ctx,
+            fail(
                 "[run_subagent error: too many background subagents; "
                 "poll or finish existing ones first]",
             )
@@ -112,7 +106,7 @@ class RunSubagentTool(SubagentTool):
         try:
             session = await subagents.spawn(runner, request)
         except Exception as exc:
-            return await fail(ctx, f"[run_subagent error: {_message(exc)}]")
+            fail(f"[run_subagent error: {error_text(exc)}]")
         try:
             await ctx.forward(session.session_meta)  # the parent trace's pointer (7.7)
             if background:
@@ -130,7 +124,7 @@ class RunSubagentTool(SubagentTool):
         try:
             subagent_id = subagents.register(session)
         except Exception as exc:  # disposed meanwhile
-            return await fail(ctx, f"[run_subagent error: {_message(exc)}]")
+            fail(f"[run_subagent error: {error_text(exc)}]")
         return ToolResult(
             note=(
                 f"[subagent running with subagent_id {subagent_id}; use input_subagent to poll "
@@ -151,9 +145,3 @@ class RunSubagentTool(SubagentTool):
                 "input_subagent to interact or kill_subagent to stop it]"
             )
         )
-
-
-def _message(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) or type(exc).__name__

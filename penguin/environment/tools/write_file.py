@@ -32,21 +32,20 @@ from typing import Any, Final, final
 
 import trio
 
-from penguin.config import ToolDefinitionConfig
-
-from .._contract import ToolContext, ToolResult, ToolServices
+from .._contract import ToolContext, ToolResult
+from ._args import fail
+from ._base import FileTool
 from ._diff import render_write_diff
 from ._files import (
-    Outcome,
+    FileReport,
     count_cat_lines,
     decode_lossy,
     describe_error,
-    is_missing_error,
+    locate,
     make_parent_dirs,
     non_regular_kind,
     plural,
-    refuse_secret_store,
-    resolve_path,
+    reports_refusals,
     sanitize_text,
     write_atomically,
 )
@@ -78,6 +77,7 @@ def _read_previous(path: str) -> bytes | None:
     return b"".join(chunks) if size <= DIFF_SOURCE_LIMIT else None
 
 
+@reports_refusals
 def write_file_blocking(
     *,
     workspace: str,
@@ -85,26 +85,15 @@ def write_file_blocking(
     content: str,
     budget: int,
     before_commit: Callable[[], None] | None = None,
-) -> Outcome:
+) -> FileReport:
     """Everything of a write_file call after the argument checks; blocking."""
-    resolved = resolve_path(workspace, file_path)
-    refusal = refuse_secret_store("write", file_path, resolved)
-    if refusal is not None:
-        return refusal
-    try:
-        info: os.stat_result | None = os.stat(resolved)
-    except OSError as exc:
-        if not is_missing_error(exc):
-            return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
-        info = None
-    except ValueError as exc:
-        return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
+    resolved, info = locate(workspace, file_path, verb="write", failure_verb="write")
     if info is not None:
         if stat.S_ISDIR(info.st_mode):
-            return Outcome(f'Cannot write "{file_path}": it is a directory.', failed=True)
+            return FileReport(f'Cannot write "{file_path}": it is a directory.', failed=True)
         kind = non_regular_kind(info.st_mode)
         if kind is not None:
-            return Outcome(
+            return FileReport(
                 f'Failed to write "{file_path}": it is not a regular file ({kind}).',
                 failed=True,
             )
@@ -123,51 +112,43 @@ def write_file_blocking(
             before_commit=before_commit,
         )
     except OSError as exc:
-        return Outcome(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
+        return FileReport(f'Failed to write "{file_path}": {describe_error(exc)}', failed=True)
     verb = "Created" if info is None else "Overwrote"
     first_line = (
         f'{verb} "{file_path}" ({plural(count_cat_lines(text), "line")}, '
         f"{plural(len(data), 'byte')})."
     )
     if previous is None or b"\0" in previous:
-        return Outcome(first_line)
+        return FileReport(first_line)
     if previous == data:
-        return Outcome(f"{first_line}\n(content unchanged)")
+        return FileReport(f"{first_line}\n(content unchanged)")
     old_text = decode_lossy(previous)
     if old_text == text:
-        return Outcome(first_line)
+        return FileReport(first_line)
     diff = render_write_diff(old_text, text, first_line=first_line, budget=budget)
-    return Outcome(f"{first_line}\n{diff}" if diff else first_line)
+    return FileReport(f"{first_line}\n{diff}" if diff else first_line)
 
 
 @final
-class WriteFileTool:
+class WriteFileTool(FileTool):
     """write_file: create a file, or replace its whole content."""
 
-    def __init__(self, definition: ToolDefinitionConfig, services: ToolServices) -> None:
-        """Build the tool from its configured entry (``services`` are not needed)."""
-        self.definition = definition
-        self.name = definition.name
-
-    async def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         """Run one call; the output is always exactly one delta."""
         file_path = args.get("file_path")
         content = args.get("content")
         if not isinstance(file_path, str) or not file_path:
-            await ctx.emit(f'Missing required argument "file_path" for {self.name}.')
-            return ToolResult(stop_reason="failed")
+            fail(f'Missing required argument "file_path" for {self.name}.')
         if not isinstance(content, str):
-            await ctx.emit(f'Missing required argument "content" for {self.name}.')
-            return ToolResult(stop_reason="failed")
+            fail(f'Missing required argument "content" for {self.name}.')
         configured = ctx.definition.max_output_length
-        outcome = await trio.to_thread.run_sync(
+        return await self.report(
+            ctx,
             lambda: write_file_blocking(
                 workspace=os.path.abspath(ctx.workspace_dir),
                 file_path=file_path,
                 content=content,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 before_commit=trio.from_thread.check_cancelled,
-            )
+            ),
         )
-        await ctx.emit(outcome.text)
-        return ToolResult(stop_reason="failed") if outcome.failed else None

@@ -7,6 +7,7 @@ ends by are in ``tests/environment/test_chaos.py``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -24,20 +25,24 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from penguin.environment.supervisor import _process
+from penguin.environment.supervisor import _process, _proctable
 from penguin.environment.supervisor._process import (
-    OWNER_VARIABLE,
     PIPE_SIZE,
-    ProcessEntry,
-    ProcessTable,
     SpawnedProcess,
     end_process_tree,
-    is_alive,
     kill_marked,
-    read_process_table,
-    send_signal,
     spawn_process,
 )
+from penguin.environment.supervisor._proctable import (
+    OWNER_VARIABLE,
+    ProcessEntry,
+    ProcessTable,
+    is_alive,
+    read_process_table,
+    send_signal,
+)
+
+from ..processes import wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
@@ -106,11 +111,11 @@ def test_descendants_match_a_naive_walk(parents: list[int]) -> None:
 
 def test_the_owner_marker_is_found_anywhere_in_the_environment() -> None:
     key = OWNER_VARIABLE.encode()
-    assert _process._owner_in(key + b"=env-a/proc-1\0A=1\0") == "env-a/proc-1"
-    assert _process._owner_in(b"A=1\0" + key + b"=env-a/proc-2\0") == "env-a/proc-2"
-    assert _process._owner_in(b"A=1\0" + key + b"=env-a/proc-3") == "env-a/proc-3"
-    assert _process._owner_in(b"A=1\0X" + key + b"=forged\0") is None
-    assert _process._owner_in(b"") is None
+    assert _proctable._owner_in(key + b"=env-a/proc-1\0A=1\0") == "env-a/proc-1"
+    assert _proctable._owner_in(b"A=1\0" + key + b"=env-a/proc-2\0") == "env-a/proc-2"
+    assert _proctable._owner_in(b"A=1\0" + key + b"=env-a/proc-3") == "env-a/proc-3"
+    assert _proctable._owner_in(b"A=1\0X" + key + b"=forged\0") is None
+    assert _proctable._owner_in(b"") is None
 
 
 def test_after_the_root_is_reaped_an_unmarked_group_member_is_waited_for_not_signalled() -> None:
@@ -136,9 +141,9 @@ def test_after_the_root_is_reaped_an_unmarked_group_member_is_waited_for_not_sig
 @pytest.fixture(params=["procfs", "psutil"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test through /proc (Linux) and through psutil (every other POSIX system)."""
-    if request.param == "procfs" and not _process._PROCFS:
+    if request.param == "procfs" and not _proctable._PROCFS:
         pytest.skip("no /proc")
-    monkeypatch.setattr(_process, "_PROCFS", request.param == "procfs")
+    monkeypatch.setattr(_proctable, "_PROCFS", request.param == "procfs")
     return str(request.param)
 
 
@@ -180,7 +185,7 @@ def test_markers_are_read_only_for_processes_no_older_than_asked(backend: str) -
     child = subprocess.Popen(["sleep", "1000"], env=marked_env("env-f/proc-1"))
     try:
         started = table_entry(child.pid).started
-        assert _process._start_of(child.pid) == started
+        assert _proctable.start_of(child.pid) == started
 
         def owner_seen(newer_than: float) -> str | None:
             found = read_process_table(newer_than).entries
@@ -320,8 +325,8 @@ async def test_concurrent_table_reads_are_shared(monkeypatch: pytest.MonkeyPatch
         gate.wait(10)
         return ProcessTable((entry(number),))  # the table says which read it was
 
-    monkeypatch.setattr(_process, "read_process_table", counted)
-    scan = _process._SharedScan()
+    monkeypatch.setattr(_proctable, "read_process_table", counted)
+    scan = _proctable._SharedScan()
     got: dict[str, int] = {}
 
     async def read(name: str) -> None:
@@ -353,8 +358,8 @@ async def test_gathered_reads_share_one_walk_and_never_a_stale_one(
         filters.append(newer_than)
         return ProcessTable((entry(reads),))
 
-    monkeypatch.setattr(_process, "read_process_table", counted)
-    scan = _process._SharedScan()
+    monkeypatch.setattr(_proctable, "read_process_table", counted)
+    scan = _proctable._SharedScan()
     got: list[int] = []
     filters: list[float] = []
 
@@ -372,3 +377,101 @@ async def test_gathered_reads_share_one_walk_and_never_a_stale_one(
     assert filters == [90.0, 30.0]  # the gathered read looks at markers from the oldest root
     await scan.read_gathered(0.0)
     assert reads == 3  # a later caller never gets the earlier walk
+
+
+# --------------------------------------------------------------------------- the group rule
+#
+# When may a process group be signalled by its id (``killpg``)? ``_process`` says: only
+# while its leader is unreaped. These tests show why, by asking the kernel for a given pid
+# through ``ns_last_pid`` (root only): the id of a group whose leader was reaped and whose
+# members are gone is free, and the next process to take it leads a stranger's group that a
+# late ``killpg`` would hit; while the leader is unreaped (a zombie) — or, after it, while a
+# member lives — nobody can take it. Only the first condition can be held on purpose
+# (a member may die at any moment), which is why the rule is the unreaped leader.
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def _ask_for_pid(pid: int) -> subprocess.Popen[bytes] | None:
+    """Start a new-session ``sleep`` as ``pid`` if the kernel gives it; ``None`` if not.
+
+    Other processes of the machine fork too, so one that takes the pid first is retried.
+    """
+    for _ in range(50):
+        NS_LAST_PID.write_text(str(pid - 1))
+        child = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+        if child.pid == pid:
+            return child
+        child.kill()
+        child.wait()
+        if child.pid > pid or child.pid < pid - 1000:  # pid was skipped: it is in use
+            return None
+    raise AssertionError(f"pid {pid} was never handed out, nor skipped")
+
+
+needs_ns_last_pid = pytest.mark.skipif(
+    not NS_LAST_PID.exists() or not os.access(NS_LAST_PID, os.W_OK),
+    reason="choosing the next pid needs a writable /proc/sys/kernel/ns_last_pid (root)",
+)
+
+
+@needs_ns_last_pid
+def test_10_3_a_reaped_leaders_group_id_can_name_a_strangers_group() -> None:
+    leader = subprocess.Popen(["true"], start_new_session=True)
+    leader.wait()  # reaped, and the group had no other member
+    stranger = _ask_for_pid(leader.pid)
+    assert stranger is not None, "the id of an empty group's reaped leader is free"
+    try:
+        assert os.getpgid(stranger.pid) == leader.pid  # the old group id: a stranger's group
+        os.killpg(leader.pid, 0)  # a late killpg by the old id reaches the stranger
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+@needs_ns_last_pid
+def test_10_3_an_unreaped_leader_keeps_its_group_id_from_anyone_else() -> None:
+    leader = subprocess.Popen(["true"], start_new_session=True)
+    try:
+        os.waitid(os.P_PID, leader.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        assert _ask_for_pid(leader.pid) is None
+    finally:
+        leader.wait()
+
+
+@needs_ns_last_pid
+def test_10_3_a_live_member_keeps_a_reaped_leaders_group_id_too() -> None:
+    # The half of the rule that cannot be relied on: true only while the member lives.
+    leader = subprocess.Popen(
+        ["bash", "-c", "sleep 1000 & echo $!"], start_new_session=True, stdout=subprocess.PIPE
+    )
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    leader.wait()
+    leader.stdout.close()
+    try:
+        assert os.getpgid(member) == leader.pid
+        assert _ask_for_pid(leader.pid) is None
+    finally:
+        os.kill(member, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(member, 0)
+
+
+async def test_10_3_wait_exited_leaves_the_leader_unreaped(tmp_path: Path) -> None:
+    spawned = await spawn_process(
+        ["bash", "-c", "sleep 1000 & exit 0"], cwd=tmp_path, env=dict(os.environ), tty=False
+    )
+    try:
+        with trio.fail_after(10):
+            await _process.wait_exited(spawned.process)
+        # Exited, not reaped (a waitid that does not reap still finds it): the id is reserved.
+        assert os.waitid(os.P_PID, spawned.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # noqa: ASYNC222
+        assert table_entry(spawned.pid).zombie
+        assert _process.signal_group(spawned.pgid, signal.SIGKILL)  # reaches the member
+    finally:
+        with trio.fail_after(10):
+            await spawned.process.wait()
+        await spawned.output.aclose()
+        await spawned.stdin.aclose()
+    await wait_until(lambda: not read_process_table().group(spawned.pgid), within=10)

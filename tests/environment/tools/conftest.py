@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from penguin.config import ToolDefinitionConfig
-from penguin.environment._contract import Tool, ToolContext, ToolResult, ToolServices
+from penguin.environment import Tool, ToolContext, ToolResult, ToolServices
 from penguin.environment.tools.edit_file import EditFileTool
 from penguin.environment.tools.read_file import ReadFileTool
 from penguin.environment.tools.write_file import WriteFileTool

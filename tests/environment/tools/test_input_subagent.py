@@ -114,8 +114,8 @@ async def test_3_9_1_start_failure(workspace: Path, autojump_clock: trio.testing
     runner = FakeRunner(slow)
     async with penguin.Environment.open(environment_config(workspace, runner)) as env:
         subagent_id = await launch(env, runner)
-        assert env._services.subagents is not None
-        session = env._services.subagents.get(subagent_id)
+        assert env._subagents is not None
+        session = env._subagents.get(subagent_id)
         assert session is not None
         release.set()
         with trio.fail_after(5):
@@ -145,8 +145,8 @@ async def test_3_9_2_poll_delivers_background_output_first_then_follow_up_round(
     async with penguin.Environment.open(environment_config(workspace, runner)) as env:
         subagent_id = await launch(env, runner)
         go_on.set()
-        assert env._services.subagents is not None
-        session = env._services.subagents.get(subagent_id)
+        assert env._subagents is not None
+        session = env._subagents.get(subagent_id)
         assert session is not None
         with trio.fail_after(5):
             await session.wait_idle()

@@ -222,8 +222,8 @@ async def test_3_8_4_finished_child_is_released_not_registered(workspace: Path) 
         assert (called.text, called.stop) == (f"done: {PROMPT}", "completed")
         with trio.fail_after(5):
             await runner.wait_all_closed()
-        assert env._services.subagents is not None
-        assert len(env._services.subagents._registry) == 0
+        assert env._subagents is not None
+        assert len(env._subagents._registry) == 0
 
 
 async def test_3_8_4_no_text(workspace: Path) -> None:
@@ -351,8 +351,8 @@ async def test_3_8_6_interrupt_in_the_window_kills_the_child(
         assert (called.text, called.stop) == ("[interrupted: tool aborted by user]", "aborted")
         with trio.fail_after(5):
             await runner.wait_all_closed()
-        assert env._services.subagents is not None
-        assert len(env._services.subagents._registry) == 0
+        assert env._subagents is not None
+        assert len(env._subagents._registry) == 0
 
 
 async def test_3_8_7_background_launch(workspace: Path) -> None:

@@ -1,0 +1,353 @@
+"""The process table: reading it, and reaching one of its entries by identity.
+
+What this module owns:
+
+- **Reads** of every process the host lets us see (:func:`read_process_table`): pid,
+  parent, group, start time, zombie or not, and the owner marker (:data:`OWNER_VARIABLE`)
+  from the environment — through ``/proc`` on Linux, psutil elsewhere. Blocking: run in a
+  worker thread. :class:`ProcessTable` answers the questions asked of a read (a
+  process's descendants, a group's live members, the processes carrying a marker); pure.
+- **Shared reads** (:func:`shared_scan`): every caller waiting while one read is being
+  made gets the next one, one read at a time per Trio run, so an Environment closing 64
+  sessions walks ``/proc`` a handful of times, not 64 times three; a caller in no hurry
+  may also wait a moment for company (:meth:`_SharedScan.read_gathered`).
+- **Identity**: a table entry names a process by ``(pid, start time)``, so
+  :func:`is_alive` and :func:`send_signal` never mistake a process that reused the pid
+  for the one that was read; on Linux the signal goes through a pidfd opened and then
+  checked against that start time. A zombie is dead: never alive, never signalled.
+
+What it does not own: starting processes or deciding what to kill (``_process``).
+Start times are compared only with each other (clock ticks since boot on Linux), never
+with the wall clock, which steps and has a one-second resolution at boot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+from typing import Final
+
+import attrs
+import psutil
+import trio
+
+__all__ = [
+    "OWNER_VARIABLE",
+    "ProcessEntry",
+    "ProcessTable",
+    "is_alive",
+    "read_process_table",
+    "send_signal",
+    "shared_scan",
+    "start_of",
+]
+
+OWNER_VARIABLE: Final = "PENGUIN_OWNER"
+"""The environment variable naming ``<environment tag>/<process_id>`` in every child."""
+
+_PROCFS: Final = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+_HAS_PIDFD: Final = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
+_OWNER_KEY: Final = b"\0" + OWNER_VARIABLE.encode() + b"="
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@attrs.frozen
+class ProcessEntry:
+    """One process as a table read saw it."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    started: float
+    """When it started, in clock ticks since boot on Linux (psutil's create time
+    elsewhere): with the pid, its identity. Compared only with other entries' values."""
+    zombie: bool
+    """Dead and waiting to be reaped: never counted as alive, never signalled."""
+    owner: str | None
+    """Its owner marker, or None (absent, or its environment is not ours to read)."""
+
+    @property
+    def identity(self) -> tuple[int, float]:
+        """``(pid, started)``: different for a process that reused the pid."""
+        return (self.pid, self.started)
+
+
+@attrs.frozen
+class ProcessTable:
+    """A read of every process; the questions ``_process.end_process_tree`` asks of it. Pure."""
+
+    entries: tuple[ProcessEntry, ...]
+
+    def descendants(self, pid: int) -> list[ProcessEntry]:
+        """The live children of ``pid``, their children, and so on (through zombies)."""
+        children: dict[int, list[ProcessEntry]] = {}
+        for entry in self.entries:
+            children.setdefault(entry.ppid, []).append(entry)
+        found: list[ProcessEntry] = []
+        stack = [pid]
+        seen = {pid}
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child.pid not in seen:
+                    seen.add(child.pid)
+                    stack.append(child.pid)
+                    if not child.zombie:
+                        found.append(child)
+        return found
+
+    def group(self, pgid: int) -> list[ProcessEntry]:
+        """The live members of process group ``pgid``."""
+        return [e for e in self.entries if e.pgid == pgid and not e.zombie]
+
+    def marked(self, owner: str, *, prefix: bool = False) -> list[ProcessEntry]:
+        """Live processes whose marker is ``owner`` (or starts with it, for ``prefix``)."""
+        found = []
+        for entry in self.entries:
+            value = entry.owner
+            if value is None or entry.zombie:
+                continue
+            if value.startswith(owner) if prefix else value == owner:
+                found.append(entry)
+        return found
+
+
+def _read_stat(pid: int | str) -> bytes:
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4096)  # one line of a few hundred bytes
+    finally:
+        os.close(fd)
+
+
+def _read_file(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _parse_stat(data: bytes) -> tuple[bytes, int, int, int]:
+    """``(state, ppid, pgid, starttime)`` from ``/proc/<pid>/stat``."""
+    # The command name is in parentheses and may itself hold spaces and parentheses.
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
+
+
+def _owner_in(environ: bytes) -> str | None:
+    at = (b"\0" + environ).find(_OWNER_KEY)
+    if at < 0:
+        return None
+    start = at + len(_OWNER_KEY) - 1
+    end = environ.find(b"\0", start)
+    return os.fsdecode(environ[start : end if end >= 0 else len(environ)])
+
+
+def _read_procfs(newer_than: float) -> ProcessTable:
+    me = os.getpid()
+    entries = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            state, ppid, pgid, started = _parse_stat(_read_stat(name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone, or not a process we can read
+        zombie = state in (b"Z", b"X", b"x")
+        owner = None
+        if not zombie and started >= newer_than:
+            with contextlib.suppress(OSError):
+                owner = _owner_in(_read_file(f"/proc/{name}/environ"))
+        entries.append(ProcessEntry(int(name), ppid, pgid, started, zombie, owner))
+    return ProcessTable(tuple(entries))
+
+
+def _read_psutil(newer_than: float) -> ProcessTable:
+    me = os.getpid()
+    entries = []
+    for proc in psutil.process_iter(["ppid", "status", "create_time"]):
+        info = proc.info
+        if proc.pid == me or info["create_time"] is None or info["ppid"] is None:
+            continue
+        try:
+            pgid = os.getpgid(proc.pid)
+        except OSError:
+            continue
+        zombie = info["status"] == psutil.STATUS_ZOMBIE
+        owner = None
+        if not zombie and info["create_time"] >= newer_than:
+            with contextlib.suppress(psutil.Error, OSError):
+                owner = proc.environ().get(OWNER_VARIABLE)
+        entries.append(
+            ProcessEntry(proc.pid, info["ppid"], pgid, info["create_time"], zombie, owner)
+        )
+    return ProcessTable(tuple(entries))
+
+
+def read_process_table(newer_than: float = 0.0) -> ProcessTable:
+    """Every process of the machine that we can see (blocking: run it in a thread).
+
+    Owner markers are read only for processes that started at ``newer_than`` or later
+    (a start time as entries give it); older entries have ``owner=None``.
+    """
+    return _read_procfs(newer_than) if _PROCFS else _read_psutil(newer_than)
+
+
+def start_of(pid: int) -> float:
+    """``pid``'s start time as table entries give it; 0 (no filter) when unknown."""
+    if _PROCFS:
+        now = _procfs_started(pid)
+        return 0.0 if now is None else now[0]
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return 0.0
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def _procfs_started(pid: int) -> tuple[int, bool] | None:
+    """``(starttime, zombie)`` of whatever process has ``pid`` now, or None."""
+    try:
+        state, _, _, started = _parse_stat(_read_stat(pid))
+    except (OSError, ValueError, IndexError):
+        return None
+    return started, state in (b"Z", b"X", b"x")
+
+
+def is_alive(entry: ProcessEntry) -> bool:
+    """Whether the process ``entry`` names still runs (not gone, not a zombie, not reused)."""
+    if _PROCFS:
+        now = _procfs_started(entry.pid)
+        return now is not None and now[0] == entry.started and not now[1]
+    try:
+        proc = psutil.Process(entry.pid)
+        return proc.create_time() == entry.started and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def send_signal(entry: ProcessEntry, signum: int) -> bool:
+    """Signal the process ``entry`` names, and no other; ``False`` if it is gone."""
+    if not _PROCFS:
+        try:
+            proc = psutil.Process(entry.pid)
+            if proc.create_time() != entry.started:
+                return False
+            proc.send_signal(signum)  # psutil checks the identity once more
+        except psutil.Error:
+            return False
+        return True
+    pidfd = -1
+    if _HAS_PIDFD:
+        try:
+            pidfd = os.pidfd_open(entry.pid)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pidfd = -1  # a kernel without pidfds: the start-time check alone
+    try:
+        # Checked after the pidfd is open, the start time proves the pidfd holds the
+        # process we saw, and a pidfd cannot be redirected to a newer one.
+        now = _procfs_started(entry.pid)
+        if now is None or now[0] != entry.started:
+            return False
+        if pidfd >= 0:
+            signal.pidfd_send_signal(pidfd, signum)
+        else:
+            os.kill(entry.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+    return True
+
+
+# --------------------------------------------------------------------------- shared reads
+
+
+class _SharedScan:
+    """One table read serves every caller that asked while it was pending.
+
+    One per Trio run: get it with :func:`shared_scan`.
+
+    A caller needs a read that *began* after it asked (its own signals must show);
+    callers that arrive while a read runs all get the next one, made by the first of
+    them. At most one read runs at a time. :meth:`read_gathered` also waits a moment
+    for company, for callers in no hurry.
+    """
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+        self._begun = 0
+        self._finished = 0
+        self._table = ProcessTable(())
+        self._newer_than = math.inf  # the next read's marker filter: its callers' least
+        self._gathering: _Gathering | None = None
+
+    async def read(self, newer_than: float = 0.0) -> ProcessTable:
+        """A table read that began after this call did, with markers from ``newer_than``."""
+        self._newer_than = min(self._newer_than, newer_than)
+        wanted = self._begun + 1
+        async with self._lock:
+            if self._finished < wanted:
+                self._begun += 1
+                number = self._begun
+                threshold, self._newer_than = self._newer_than, math.inf
+                table = await trio.to_thread.run_sync(read_process_table, threshold)
+                self._table, self._finished = table, number
+        return self._table
+
+    async def read_gathered(self, window: float, newer_than: float = 0.0) -> ProcessTable:
+        """Like :meth:`read`, but first gather the callers of the next ``window`` seconds.
+
+        The first caller waits ``window``, then reads once for everyone who joined
+        meanwhile: sessions that end one after another share one walk of the table.
+        """
+        gathering = self._gathering
+        if gathering is not None:
+            gathering.newer_than = min(gathering.newer_than, newer_than)
+            await gathering.done.wait()
+            if gathering.table is not None:
+                return gathering.table
+            return await self.read(newer_than)
+        gathering = self._gathering = _Gathering(newer_than=newer_than)
+        try:
+            await trio.sleep(window)
+            self._gathering = None  # who asks from now on needs a read that begins later
+            gathering.table = await self.read(gathering.newer_than)
+        finally:
+            if self._gathering is gathering:
+                self._gathering = None
+            gathering.done.set()
+        return gathering.table
+
+
+@attrs.define(eq=False)
+class _Gathering:
+    newer_than: float
+    """The least marker filter of everyone gathered."""
+    done: trio.Event = attrs.Factory(trio.Event)
+    table: ProcessTable | None = None
+
+
+_SHARED_SCAN: Final = trio.lowlevel.RunVar[_SharedScan]("penguin_process_scan")
+
+
+def shared_scan() -> _SharedScan:
+    try:
+        return _SHARED_SCAN.get()
+    except LookupError:
+        scan = _SharedScan()
+        _SHARED_SCAN.set(scan)
+        return scan
