@@ -88,7 +88,19 @@ def living(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def owner_of(pid: int) -> str:
-    return str(psutil.Process(pid).environ()[OWNER_VARIABLE])
+    """The process's marker, once its environment can be read.
+
+    A process that has just been started can read as having no environment at all: the
+    kernel sets up the new image's environment a moment after the exec has already
+    closed the spawner's pipe (and a shell's ``$!`` may name a child that is still
+    exec'ing). So wait for the environment to appear, with a deadline.
+    """
+    deadline = time.monotonic() + 5
+    while True:
+        environ = psutil.Process(pid).environ()
+        if environ or time.monotonic() > deadline:
+            return str(environ[OWNER_VARIABLE])
+        time.sleep(0.005)
 
 
 def host_tag_of(record: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -191,6 +192,11 @@ def test_markers_are_read_only_for_processes_no_older_than_asked(backend: str) -
             found = read_process_table(newer_than).entries
             return next(e.owner for e in found if e.pid == child.pid)
 
+        # Just after the exec the new image's environment can still read as empty (the
+        # kernel sets it up after the spawner's pipe closed): wait for it, with a deadline.
+        deadline = time.monotonic() + 5
+        while owner_seen(started) is None and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert owner_seen(started) == "env-f/proc-1"
         assert owner_seen(started + 1) is None
     finally:
