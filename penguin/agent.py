@@ -27,6 +27,8 @@ agent the model names), in the parent's workspace, with the parent's model and
 thinking level unless told otherwise, each with its own trace (``source:
 "subagent"``). A child is a depth-1 session: it has no subagent tools, and its own
 runner refuses to spawn. Its tool calls are approved by the parent's approver.
+A child connects the agent's MCP servers in its own Environment, and keeps their
+tools (only the subagent tools are dropped at depth 1).
 """
 
 from __future__ import annotations
@@ -256,6 +258,7 @@ class Agent:
             tools=tools,
             vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
             subagent_spawn_limit=self.config.subagents.max_spawned,
+            mcp_servers=self.config.mcp_servers,
         )
         project = self.project_config()
         with collapse_single():
@@ -299,11 +302,15 @@ class Agent:
                     recorder.record(meta)
                 else:
                     system_prompt = meta.payload.system_prompt
+                # With MCP servers the tool list waits for the first run, which connects
+                # them (spec/mcp.md M1.2): opening a session never waits for a server.
+                has_mcp = bool(environment.mcp_servers)
                 engine = Engine(
                     llm=llm,
                     environment=environment,
                     system_prompt=system_prompt,
-                    tools=await environment.list_tools(),
+                    tools=() if has_mcp else await environment.list_tools(),
+                    mcp=environment if has_mcp else None,
                     recorder=recorder,
                     ledger=ledger,
                     session_meta=meta,

@@ -19,6 +19,11 @@ so a late interrupt cannot change a finished call's result. A tool may stop the
 deadline's clock while it waits for the Environment's own one-time set-up
 (``ToolContext.untimed``: exec_command and the login environment).
 
+MCP servers (``EnvironmentConfig.mcp_servers``) are one :class:`~.mcp.McpTools`: the
+first ``list_tools()`` connects them all (the snapshot of their tools lasts the
+Environment's life), their tools are listed after the builtins and looked up after
+them, and their connections and stdio processes live in this nursery and end with it.
+
 Background work lives in the Environment's nursery under two supervisors: command
 sessions (``CommandSupervisor``) and subagent sessions (``SubagentSupervisor``, which
 reaches child sessions only through the injected ``ToolServices.subagent_runner``).
@@ -50,6 +55,7 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 from penguin.config import (
+    McpServerConfig,
     Permission,
     ToolDefinitionConfig,
     apply_call_description,
@@ -60,6 +66,7 @@ from ._archive import save_capture
 from ._closeout import CallOutput, Outcome, classify
 from ._contract import Tool, ToolContext, ToolResult, ToolServices
 from ._errors import EnvironmentClosedError, WorkspaceError
+from .mcp import McpTools
 from .supervisor import (
     DEFAULT_SPAWN_LIMIT,
     BackgroundCommand,
@@ -105,6 +112,10 @@ def _to_tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
     return tuple(value)
 
 
+def _to_servers(value: Iterable[McpServerConfig]) -> tuple[McpServerConfig, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class EnvironmentConfig:
     """How to open an Environment.
@@ -123,7 +134,9 @@ class EnvironmentConfig:
     its ``commands`` and ``subagents`` are always replaced by the Environment's own
     supervisors. ``None`` is ``ToolServices()``. ``subagent_spawn_limit`` caps how many
     subagents this Environment's session may spawn in its lifetime (default 32, at
-    least 1; ``subagents.maxSpawned`` in ``system_config.yaml``).
+    least 1; ``subagents.maxSpawned`` in ``system_config.yaml``). ``mcp_servers`` are
+    the MCP servers whose tools join the toolset (``AgentConfig.mcp_servers``); none
+    connects before the first ``list_tools()``.
     """
 
     workspace_dir: Path = attrs.field(converter=_to_path)
@@ -136,6 +149,7 @@ class EnvironmentConfig:
     proxy_policy: ProxyPolicy | Callable[[], ProxyPolicy] = None
     services: ToolServices | None = None
     subagent_spawn_limit: int = DEFAULT_SPAWN_LIMIT
+    mcp_servers: tuple[McpServerConfig, ...] = attrs.field(default=(), converter=_to_servers)
 
 
 def _raise_open_file_limit() -> None:
@@ -252,6 +266,7 @@ class Environment:
             if factory is not None and entry.name not in self._tools:
                 self._tools[entry.name] = factory(entry, services)
         custom_names: set[str] = set()
+        self._custom_names = custom_names
         for tool in config.custom_tools:
             if tool.name != tool.definition.name:
                 raise ValueError(
@@ -270,6 +285,16 @@ class Environment:
             self._entries[tool.name] = tool.definition
             self._tools[tool.name] = tool
         self._interrupts = _InterruptWatcher(nursery)
+        self._mcp: McpTools | None = None
+        if config.mcp_servers:
+            commands = services.commands
+            self._mcp = McpTools(
+                config.mcp_servers,
+                nursery=nursery,
+                workspace=config.workspace_dir,
+                owner=commands.tag if commands is not None else "mcp",
+                reserved=self._tools,
+            )
         self._archive_root = (
             None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
         )
@@ -315,8 +340,12 @@ class Environment:
                     try:
                         await subagents.aclose()
                     finally:
-                        await commands.aclose()
-                        nursery.cancel_scope.cancel()
+                        try:
+                            if env._mcp is not None:
+                                await env._mcp.aclose()
+                        finally:
+                            await commands.aclose()
+                            nursery.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ inspection
 
@@ -333,15 +362,39 @@ class Environment:
     async def list_tools(self) -> list[om.ToolDefinition]:
         """Model-facing definitions, in configured order, of every executable tool.
 
-        Configured names without an implementation are skipped; ``call_description:
-        false`` entries lose their ``description`` argument; permission, limits and
-        forModel never appear.
+        The builtins, then the MCP tools (the first call connects the servers, see
+        :meth:`connect_mcp`), then the custom tools. Configured names without an
+        implementation are skipped; ``call_description: false`` entries lose their
+        ``description`` argument; permission, limits and forModel never appear.
         """
-        await trio.lowlevel.checkpoint()
+        await self.connect_mcp()
+        builtins = [tool for name, tool in self._tools.items() if name not in self._custom_names]
+        mcp = self._mcp.tools() if self._mcp is not None else []
+        custom = [tool for name, tool in self._tools.items() if name in self._custom_names]
         return [
-            apply_call_description(self._tools[name].definition).to_definition()
-            for name in self._tools
+            apply_call_description(tool.definition).to_definition()
+            for tool in (*builtins, *mcp, *custom)
         ]
+
+    @property
+    def mcp_servers(self) -> tuple[str, ...]:
+        """The names of the configured MCP servers, in order (empty: no MCP)."""
+        return () if self._mcp is None else self._mcp.server_names
+
+    async def connect_mcp(self) -> tuple[om.McpServerConnectResult, ...]:
+        """Connect every MCP server in parallel, once (spec/mcp.md M1.2-M1.3).
+
+        Each server has its ``connectTimeoutMs`` for connect, handshake and
+        discovery; one that fails is skipped with a line on stderr. Later calls
+        return the first call's results without reconnecting. Cancelled midway, it
+        leaves nothing connected and the next call starts afresh. Without MCP
+        servers it returns ``()`` at once.
+        """
+        if self._mcp is None:
+            await trio.lowlevel.checkpoint()
+            return ()
+        self._check_open()
+        return await self._mcp.connect()
 
     # ------------------------------------------------------------------ background work
 
@@ -404,8 +457,14 @@ class Environment:
         return commands
 
     def tool_permission(self, name: str) -> Permission | None:
-        """The configured permission of ``name`` (``None`` for unknown or unset)."""
+        """The configured permission of ``name`` (``None`` for unknown or unset).
+
+        For an MCP tool, its server entry's permission or the tool's ``readOnlyHint``
+        (known once the servers are connected).
+        """
         entry = self._entries.get(name)
+        if entry is None and self._mcp is not None:
+            return self._mcp.permission(name)
         return None if entry is None else entry.permission
 
     # ------------------------------------------------------------------ execution
@@ -504,7 +563,9 @@ class Environment:
         payload = call.payload
         call_id = payload.tool_call_id
         await sink(om.partial_tool_call_output("start", "", call_id))
-        tool = self._tools.get(payload.name)
+        tool: Tool | None = self._tools.get(payload.name)
+        if tool is None and self._mcp is not None:
+            tool = self._mcp.get(payload.name)
         if tool is None:
             await _fail_fast(sink, call_id, f"Unknown tool: {payload.name}")
             return

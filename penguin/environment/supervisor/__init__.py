@@ -10,8 +10,9 @@ The pure parts (``_buffer``, ``_registry``, ``_environ``, URL scanning in
 ``_service_url``) are sans-IO; ``_process`` starts and ends process trees and
 ``_commands`` is the Trio shell that ties them together; ``_subagents`` is the same
 shape for child sessions, which it reaches only through the injected runner. This
-facade serves the Environment and the command and subagent tools; users reach it
-through ``Environment``.
+facade serves the Environment, the command and subagent tools, and the stdio MCP
+servers (``environment/mcp``, which spawn their own processes but end them the same
+way); users reach it through ``Environment``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import resolve_shell as resolve_shell
 from ._process import OWNER_VARIABLE as OWNER_VARIABLE
+from ._process import SpawnedProcess as SpawnedProcess
+from ._process import end_process_tree as end_process_tree
+from ._process import kill_marked as kill_marked
 from ._subagents import DEFAULT_SPAWN_LIMIT as DEFAULT_SPAWN_LIMIT
 from ._subagents import MESSAGE_BUFFER_CAP as MESSAGE_BUFFER_CAP
 from ._subagents import SUBAGENT_CAP as SUBAGENT_CAP
@@ -39,6 +43,7 @@ from ._subagents import SubagentStartError as SubagentStartError
 from ._subagents import SubagentSupervisor as SubagentSupervisor
 from ._subagents import SubagentSupervisorClosedError as SubagentSupervisorClosedError
 from ._subagents import round_exit as round_exit
+from ._watchdog import host_watchdog as host_watchdog
 
 __all__ = [
     "COMMAND_CAP",
@@ -56,11 +61,15 @@ __all__ = [
     "ProxyPolicy",
     "RoundExit",
     "SpawnError",
+    "SpawnedProcess",
     "SubagentSession",
     "SubagentStartError",
     "SubagentSupervisor",
     "SubagentSupervisorClosedError",
     "SupervisorClosedError",
+    "end_process_tree",
+    "host_watchdog",
+    "kill_marked",
     "report_label",
     "resolve_shell",
     "round_exit",
