@@ -565,6 +565,8 @@ class Environment:
         await sink(om.partial_tool_call_output("start", "", call_id))
         tool: Tool | None = self._tools.get(payload.name)
         if tool is None and self._mcp is not None:
+            if self._mcp.results is None and payload.name.startswith("mcp__"):
+                await self._mcp.connect()  # called before any list_tools(): connect now
             tool = self._mcp.get(payload.name)
         if tool is None:
             await _fail_fast(sink, call_id, f"Unknown tool: {payload.name}")

@@ -17,6 +17,9 @@ Cancelling a request (an interrupt, a timeout) makes the SDK send
 timeout is set :data:`SDK_TIMEOUT_MARGIN` seconds above the call's, so the
 Environment's close-out decides a timeout.
 
+One message may be as large over HTTP as over stdio (:data:`~._stdio.MAX_LINE`; the
+SDK's own limit for a streamed HTTP answer is 1 MiB, which one screenshot exceeds).
+
 Errors, as :class:`McpCallError`: ``disconnected`` when the transport is gone (the
 caller reconnects once), otherwise the server's or the SDK's one-line text.
 
@@ -47,7 +50,7 @@ from penguin._version import __version__
 from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTransport
 
 from .._errors import McpCallError
-from ._stdio import StdioServer, open_stdio_server
+from ._stdio import MAX_LINE, StdioServer, open_stdio_server
 
 __all__ = ["SDK_TIMEOUT_MARGIN", "McpConnection", "error_reason"]
 
@@ -156,6 +159,15 @@ class McpConnection:
             exited = self.stdio.exit_reason()
             if exited is not None:
                 return exited
+        transport = self.server.transport
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        if (
+            self.stdio is None
+            and isinstance(transport, McpStdioTransport)
+            and isinstance(exc, OSError)
+        ):
+            return f"cannot start {transport.command!r}: {error_reason(exc)}"
         return error_reason(exc)
 
     def timeout_reason(self, seconds: float) -> str:
@@ -185,7 +197,7 @@ class McpConnection:
             )
         client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
         streams = await stack.enter_async_context(
-            streamable_http_client(transport.url, http_client=client)
+            streamable_http_client(transport.url, http_client=client, max_sse_event_size=MAX_LINE)
         )
         return streams[0], streams[1]
 

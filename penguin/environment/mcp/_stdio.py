@@ -65,6 +65,10 @@ class StdioServer:
     garbage: str | None = None
     """The first stdout line that was not a JSON-RPC message, cut short."""
     overflow: bool = False
+    died: bool = False
+    """It exited (or closed its stdout) on its own, before the connection ended it."""
+    closing: bool = False
+    stdout_closed: bool = False
     stderr_tail: collections.deque[bytes] = attrs.field(
         factory=lambda: collections.deque(maxlen=64)
     )
@@ -81,11 +85,11 @@ class StdioServer:
         return lines[-1][:200] if lines else None
 
     def exit_reason(self) -> str | None:
-        """Why the server is gone (``None`` while it runs)."""
+        """Why the server is gone on its own (``None`` while it runs, or once closed)."""
         if self.overflow:
             return f"sent a message line over {MAX_LINE // (1024 * 1024)} MiB"
         code = self.process.returncode
-        if code is None:
+        if code is None or not (self.died or self.stdout_closed):
             return None
         if code < 0:
             try:
@@ -164,6 +168,7 @@ async def open_stdio_server(
     async def wait_exit() -> None:
         with trio.CancelScope(shield=True):
             await process.wait()
+        server.died = not server.closing
         server.exited.set()
         read_send.close()  # requests in flight see the connection end
         await end_tree()  # what it started goes with it
@@ -179,6 +184,7 @@ async def open_stdio_server(
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     return
                 if not chunk:
+                    server.stdout_closed = not server.closing
                     return
                 buffer += chunk
                 *lines, rest = bytes(buffer).split(b"\n")
@@ -230,6 +236,7 @@ async def open_stdio_server(
             yield server, read_receive, write_send
         finally:
             with trio.CancelScope(shield=True):
+                server.closing = True
                 write_send.close()
                 with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                     await process.stdin.aclose()

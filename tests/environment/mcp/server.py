@@ -11,8 +11,11 @@ images (a small one and one over the limit), audio, resources, structured conten
 ``isError``, a protocol error, a flood of output, a call that hangs until cancelled
 (it counts the cancellations it received), a crash in the middle of a call, and a
 call that leaves children behind (one in the server's group, one that left it).
-``MCP_TEST_TOOL_PREFIX`` renames every tool (to produce invalid names);
-``MCP_TEST_EXTRA_TOOLS=1`` adds a tool whose name is invalid for penguin.
+``MCP_TEST_EXTRA_TOOLS=1`` adds a tool whose name is invalid for penguin. At start,
+``MCP_TEST_TOUCH`` names a file it creates, ``MCP_TEST_WAIT_FOR`` one it waits for
+before serving (two servers that wait for each other prove they start in parallel),
+and ``MCP_TEST_ONCE`` one that lets it start only once (it exits 1 when the file is
+already there: a reconnect then fails).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import base64
 import os
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,13 +44,13 @@ PNG = base64.b64encode(
     )
 ).decode()
 
-_state: dict[str, int] = {"cancelled": 0, "calls": 0}
+_state: dict[str, int] = {"calls": 0, "hangs": 0, "cancelled": 0}
 
 
 def _tool(name: str, description: str, read_only: bool | None = None, **props: Any) -> types.Tool:
     annotations = None if read_only is None else types.ToolAnnotations(read_only_hint=read_only)
     return types.Tool(
-        name=os.environ.get("MCP_TEST_TOOL_PREFIX", "") + name,
+        name=name,
         description=description,
         input_schema={
             "type": "object",
@@ -74,6 +78,7 @@ TOOLS = [
     _tool("crash", "Exits in the middle of the call."),
     _tool("children", "Starts children that outlive the call."),
     _tool("pid", "The server's process id.", read_only=True),
+    _tool("environ", "A variable of its environment, and its directory.", variable="string"),
 ]
 
 
@@ -81,6 +86,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     tools = list(TOOLS)
     if os.environ.get("MCP_TEST_EXTRA_TOOLS"):
         tools.append(_tool("bad name!", "A name penguin cannot offer."))
+        tools.append(_tool("x" * 130, "A name too long for penguin."))
     return types.ListToolsResult(tools=tools)
 
 
@@ -91,7 +97,7 @@ def _text(*texts: str) -> list[Any]:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     _state["calls"] += 1
     args = params.arguments or {}
-    name = params.name.removeprefix(os.environ.get("MCP_TEST_TOOL_PREFIX", ""))
+    name = params.name
     if name == "echo":
         return types.CallToolResult(content=_text(str(args.get("text", ""))))
     if name == "write_note":
@@ -130,6 +136,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "flood":
         return types.CallToolResult(content=_text("x" * int(args.get("chars", 100_000))))
     if name == "hang":
+        _state["hangs"] += 1
         try:
             await anyio.sleep(float(args.get("seconds", 3600)))
         except anyio.get_cancelled_exc_class():
@@ -138,20 +145,23 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=_text("woke up"))
     if name == "stats":
         return types.CallToolResult(
-            content=_text(f"calls={_state['calls']} cancelled={_state['cancelled']}")
+            content=_text(" ".join(f"{key}={value}" for key, value in _state.items()))
         )
     if name == "crash":
         sys.stderr.write("crashing on purpose\n")
         sys.stderr.flush()
         os._exit(3)
     if name == "children":
-        inside = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL)
-        outside = subprocess.Popen(
-            ["setsid", "sleep", "301"], stdout=subprocess.DEVNULL, start_new_session=True
+        inside = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL)  # noqa: ASYNC220
+        outside = subprocess.Popen(  # noqa: ASYNC220
+            ["sleep", "301"], stdout=subprocess.DEVNULL, start_new_session=True
         )
         return types.CallToolResult(content=_text(f"{inside.pid} {outside.pid}"))
     if name == "pid":
         return types.CallToolResult(content=_text(str(os.getpid())))
+    if name == "environ":
+        value = os.environ.get(str(args.get("variable", "")), "<unset>")
+        return types.CallToolResult(content=_text(value, os.getcwd()))
     raise MCPError(code=types.METHOD_NOT_FOUND, message=f"unknown tool {params.name}")
 
 
@@ -197,13 +207,29 @@ async def serve_http(port_file: Path, *, sse: bool) -> None:
     config.accesslog = None
     config.errorlog = None
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(serve, app, config)  # type: ignore[arg-type]
+        binds = await nursery.start(serve, app, config)
         port = int(binds[0].rsplit(":", 1)[1])
-        port_file.write_text(str(port))
+        await trio.Path(port_file).write_text(str(port))
         await trio.sleep_forever()
 
 
+def _start_up() -> None:
+    once = os.environ.get("MCP_TEST_ONCE")
+    if once:
+        if os.path.exists(once):
+            sys.stderr.write("refusing to start twice\n")
+            raise SystemExit(1)
+        Path(once).touch()
+    touch = os.environ.get("MCP_TEST_TOUCH")
+    if touch:
+        Path(touch).touch()
+    wait_for = os.environ.get("MCP_TEST_WAIT_FOR")
+    while wait_for and not os.path.exists(wait_for):
+        time.sleep(0.01)
+
+
 def main() -> None:
+    _start_up()
     if len(sys.argv) == 3 and sys.argv[1] in ("--http", "--sse"):
         trio.run(partial(serve_http, Path(sys.argv[2]), sse=sys.argv[1] == "--sse"))
     else:
