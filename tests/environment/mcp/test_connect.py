@@ -70,14 +70,16 @@ async def test_m1_1_remote_servers_over_streamable_http_and_sse(
             assert (out.output, out.stop_reason) == ("over the wire", "completed")
 
 
-async def test_m1_2_opening_the_environment_connects_nothing(workspace: Path) -> None:
+async def test_m1_2_opening_the_environment_connects_nothing(
+    no_stray_processes: str, workspace: Path
+) -> None:
     touched = workspace / "started"
     entry = stdio_server(env={"MCP_TEST_TOUCH": str(touched)})
     async with penguin.Environment.open(environment_config(workspace, entry)) as env:
         assert env.mcp_servers == ("s",)
         assert env.tool_permission("mcp__s__echo") is None  # unknown until connected
         assert not touched.exists()
-        assert not marked_processes()
+        assert not marked_processes(run=no_stray_processes)
         await env.list_tools()
         assert touched.exists()
 
