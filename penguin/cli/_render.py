@@ -3,7 +3,8 @@
 The assistant's text streams as it arrives; thinking shows as a one-line marker
 (streamed in full with ``verbose``); each tool call is one line (``● name: what``),
 its result another (``⎿ status: first line``); retries, denials, background reports,
-steering and the end of the run get a short bracketed line. Colour is used only on
+steering, the MCP connect phase (``[mcp] connecting: …`` then ``[mcp] connected: …``)
+and the end of the run get a short bracketed line. Colour is used only on
 a terminal that did not ask for ``NO_COLOR``.
 
 Sans-IO apart from writing to the given text streams: the same renderer serves
@@ -18,7 +19,7 @@ from typing import Final, TextIO
 
 from penguin import protocol as om
 
-__all__ = ["Renderer", "call_summary"]
+__all__ = ["Renderer", "call_summary", "mcp_connected_line"]
 
 _SUMMARY_WIDTH: Final = 100
 _LABELS: Final = {
@@ -56,6 +57,20 @@ def call_summary(call: om.ToolCallPayload) -> str:
     else:
         shown = call.arguments
     return f"{call.name}: {_shorten(shown)}"
+
+
+def mcp_connected_line(payload: om.McpConnectEndPayload) -> str:
+    """``[mcp] connected: a (3 tools), b failed: REASON`` (spec/mcp.md M3.1)."""
+    if payload.status == "aborted":
+        return "[mcp] connecting interrupted"
+    parts = []
+    for result in payload.results:
+        if result.status == "completed":
+            count = result.tools or 0
+            parts.append(f"{result.server} ({count} tool{'s' if count != 1 else ''})")
+        else:
+            parts.append(f"{result.server} failed: {result.error}")
+    return "[mcp] connected: " + ", ".join(parts)
 
 
 class Renderer:
@@ -169,6 +184,10 @@ class Renderer:
                 self.line(f"[compacting the context ({reason}, {mode})…]", "2")
             case om.CompactionEndPayload(status=status):
                 self.line(f"[compaction {status}]", "2")
+            case om.McpConnectBeginPayload(servers=servers):
+                self.line(f"[mcp] connecting: {', '.join(servers)}", "2")
+            case om.McpConnectEndPayload(status=status):
+                self.line(mcp_connected_line(payload), "2" if status == "completed" else "33")
             case _:
                 pass
 

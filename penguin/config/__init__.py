@@ -34,6 +34,7 @@ from ._mcp import McpPermission as McpPermission
 from ._mcp import McpRemoteTransport as McpRemoteTransport
 from ._mcp import McpServerConfig as McpServerConfig
 from ._mcp import McpStdioTransport as McpStdioTransport
+from ._mcp import parse_mcp_server as parse_mcp_server
 from ._mcp_edits import add_mcp_server as add_mcp_server
 from ._mcp_edits import mcp_server_entry as mcp_server_entry
 from ._mcp_edits import remove_mcp_server as remove_mcp_server
@@ -130,6 +131,7 @@ __all__ = [
     "mcp_server_entry",
     "new_session_id",
     "new_temp_workspace",
+    "parse_mcp_server",
     "remove_mcp_server",
     "remove_model",
     "remove_policy_rule",
