@@ -71,5 +71,5 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The benchmarks, each printing its figures beside a baseline measured in the same run."""
     session.install("-e", ".")
-    for name in ("closeout", "stress_sessions", "engine", "sse", "policy", "startup"):
+    for name in ("closeout", "stress_sessions", "engine", "sse", "policy", "startup", "mcp"):
         session.run("python", "-m", f"benchmarks.{name}", *session.posargs)
