@@ -43,6 +43,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
@@ -207,11 +208,11 @@ class McpConnection:
         dispatcher = self._dispatcher
         if dispatcher is None or not self.alive:
             raise McpCallError("disconnected", disconnected=True)
-        opts: dict[str, Any] = {"headers": dict(self._headers)} if self._headers else {}
+        opts: CallOptions = {"headers": dict(self._headers)} if self._headers else {}
         if seconds is not None:
             opts["timeout"] = seconds  # the SDK's own deadline, beyond the close-out's
         try:
-            return await dispatcher.send_raw_request(method, params, opts)  # type: ignore[arg-type]
+            return await dispatcher.send_raw_request(method, params, opts)
         except MCPError as exc:
             gone = exc.code == mcp_types.CONNECTION_CLOSED or not self.alive
             raise McpCallError(error_reason(exc), disconnected=gone) from exc

@@ -258,3 +258,18 @@ async def test_m2_3_concurrent_calls_share_one_connection(workspace: Path) -> No
             for index in range(20):
                 nursery.start_soon(one, index)
         assert sorted(outputs) == sorted(f"n{index}" for index in range(20))
+
+
+async def test_m2_3_a_message_over_the_line_limit_ends_the_server_not_the_host(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from penguin.environment.mcp import _stdio
+
+    monkeypatch.setattr(_stdio, "MAX_LINE", 100_000)
+    async with opened(workspace, "stdio") as env:
+        first = (await call(env, "pid")).output
+        out = await call(env, "flood", '{"chars": 1000000}')
+        assert (out.output, out.stop_reason) == ('[mcp error: server "s" disconnected]', "failed")
+        fine = await call(env, "flood", '{"chars": 1000}')  # reconnected, a new server
+        assert (fine.output, fine.stop_reason) == ("x" * 1000, "completed")
+        assert (await call(env, "pid")).output != first
