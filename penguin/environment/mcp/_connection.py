@@ -24,13 +24,12 @@ Errors, as :class:`McpCallError`: ``disconnected`` when the transport is gone (t
 caller reconnects once), otherwise the server's or the SDK's one-line text.
 
 The SDK logs its transports' failures with tracebacks on the ``mcp`` logger; penguin
-reports each failure once, in its own words, so that logger gets a ``NullHandler``
-(an application that configures logging still receives its records).
+reports each failure once, in its own words, so that logger is kept off stderr
+(``penguin._log.quiet_library``; an application that configures logging still gets it).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -47,6 +46,7 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
+from penguin._log import quiet_library
 from penguin._version import __version__
 from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTransport
 
@@ -61,7 +61,7 @@ _MAX_PAGES: Final = 100
 _PROTOCOL_HEADER: Final = "mcp-protocol-version"
 _CLIENT: Final = mcp_types.Implementation(name="penguin", version=__version__)
 
-logging.getLogger("mcp").addHandler(logging.NullHandler())
+quiet_library("mcp")
 
 
 def error_reason(exc: BaseException) -> str:
