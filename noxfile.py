@@ -71,6 +71,16 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The benchmarks, each printing its figures beside a baseline measured in the same run."""
     session.install("-e", ".[tests]")  # benchmarks.chat drives a pty with pexpect
-    names = ("closeout", "stress_sessions", "engine", "sse", "policy", "startup", "chat", "batch")
+    names = (
+        "closeout",
+        "stress_sessions",
+        "engine",
+        "sse",
+        "policy",
+        "startup",
+        "chat",
+        "batch",
+        "mcp",
+    )
     for name in names:
         session.run("python", "-m", f"benchmarks.{name}", *session.posargs)

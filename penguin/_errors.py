@@ -35,6 +35,7 @@ holds only the root and the one class of ``penguin.agent``::
           ├── SpawnError                     a command did not start
           │    └── SupervisorClosedError     the command supervisor is closed
           ├── DuplicateSessionError          (ValueError) a session id registered twice
+          ├── McpCallError                   an MCP request got no result (becomes an output)
           │  penguin.environment (environment/tools/_images.py)
           ├── ImageError                     an image could not be loaded
           │    ├── ImageReadError

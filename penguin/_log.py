@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-__all__ = ["child", "logger", "warn"]
+__all__ = ["child", "logger", "quiet_library", "warn"]
 
 logger: Final = logging.getLogger("penguin")
 """The ``penguin`` logger; everything penguin logs is a warning on it."""
@@ -24,6 +24,17 @@ logger: Final = logging.getLogger("penguin")
 def child(name: str) -> logging.Logger:
     """The ``penguin.<name>`` logger, for a surface with log lines of its own (the server)."""
     return logger.getChild(name)
+
+
+def quiet_library(name: str) -> None:
+    """Keep the logger ``name`` of a library penguin wraps off stderr by default.
+
+    The MCP SDK logs its transports' failures with tracebacks; penguin reports each
+    failure once, in its own words. A ``NullHandler`` keeps Python's last-resort
+    handler from printing them, while an application that configures logging still
+    receives the records (they propagate as usual).
+    """
+    logging.getLogger(name).addHandler(logging.NullHandler())
 
 
 def warn(line: str) -> None:

@@ -259,6 +259,7 @@ async def _assemble(
         tools=tools,
         vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
         subagent_spawn_limit=agent.config.subagents.max_spawned,
+        mcp_servers=agent.config.mcp_servers,
     )
     project = agent.project_config()
     with collapse_single():
@@ -301,11 +302,15 @@ async def _assemble(
                 recorder.record(meta)
             else:
                 system_prompt = meta.payload.system_prompt
+            # With MCP servers the tool list waits for the first run, which connects
+            # them (spec/mcp.md M1.2): opening a session never waits for a server.
+            has_mcp = bool(environment.mcp_servers)
             engine = Engine(
                 llm=llm,
                 environment=environment,
                 system_prompt=system_prompt,
-                tools=await environment.list_tools(),
+                tools=() if has_mcp else await environment.list_tools(),
+                mcp=environment if has_mcp else None,
                 recorder=recorder,
                 ledger=ledger,
                 session_meta=meta,

@@ -3,7 +3,8 @@
 ``penguin config model add|default|vision|list|remove`` edits the project's
 models and ``penguin config policy list|enable|disable|add|remove|test`` its
 command policy, both in ``.project_config.toml``; ``penguin config vault
-set|list|remove`` edits the agent's ``agent_state/.vault.toml``. Every
+set|list|remove`` edits the agent's ``agent_state/.vault.toml``; ``penguin config mcp
+list|add|remove|test`` its MCP servers (``_config_mcp``). Every
 subcommand takes ``--root``, ``--project-id`` and ``--agent-id`` to pick the
 files (reference D4). A project file this command creates lists the factory policy
 rules, so they can be read and edited where the policy lives.
@@ -41,6 +42,8 @@ from penguin.config import (
     ProjectConfig,
 )
 
+from . import _config_mcp
+
 __all__ = ["configure"]
 
 _PROG: Final = "penguin config"
@@ -55,9 +58,9 @@ class _UsageError(PenguinError, ValueError):
 def configure(parser: argparse.ArgumentParser) -> None:
     """Fill in the ``config`` subcommand's parser (``penguin config --help``)."""
     parser.description = _wrapped(
-        "Edit a project's models and command policy (.project_config.toml) and an "
-        "agent's vault (agent_state/.vault.toml). Comments and hand edits in the "
-        "files are kept."
+        "Edit a project's models and command policy (.project_config.toml), an "
+        "agent's vault (agent_state/.vault.toml) and its MCP servers "
+        "(agent_state/system_config.yaml). Comments and hand edits in the files are kept."
     )
     parser.epilog = (
         "examples:\n"
@@ -66,6 +69,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  penguin config model list\n"
         "  penguin config policy test 'rm -rf build'\n"
         "  penguin config vault set GITHUB_TOKEN < token.txt\n"
+        "  penguin config mcp add files --command npx --arg=-y "
+        "--arg @modelcontextprotocol/server-filesystem --arg .\n"
         "\n"
         "Files live under $PENGUIN_HOME (default ~/.penguin/data), or --root DIR."
     )
@@ -96,6 +101,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _register_model(sections, location)
     _register_policy(sections, location)
     _register_vault(sections, location)
+    _config_mcp.register(sections, location, leaf=_leaf, help_of=_print_help)
 
 
 def _print_help(parser: argparse.ArgumentParser) -> Handler:

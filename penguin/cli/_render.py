@@ -5,8 +5,9 @@ assistant's text streams as it arrives; thinking shows as a one-line marker (str
 in full with ``verbose``); each tool call is one line (``● name: what``), its result
 another (``⎿ status: first line (+N lines)``); approval decisions get their label
 (``✓ [approved]``, ``× [denied]``, ``× [forbidden by policy]``) when the call was asked
-about or not allowed; retries, background reports, steering, compaction and the end of
-a run get a short bracketed line; a subagent's work is indented with one ``│`` per level.
+about or not allowed; retries, background reports, steering, compaction, the MCP connect phase
+(``[mcp] connecting: …`` then ``[mcp] connected: …``) and the end of a run get a
+short bracketed line; a subagent's work is indented with one ``│`` per level.
 
 *Where* it goes is a :class:`Surface`. :class:`TextSurface` writes a plain text stream
 (``penguin run``, ``penguin demo``, and ``penguin chat`` when stdout is not a terminal),
@@ -46,6 +47,7 @@ __all__ = [
     "call_summary",
     "decision_verdict",
     "history_lines",
+    "mcp_connected_line",
     "paint",
     "shorten",
     "use_color",
@@ -113,6 +115,20 @@ def call_summary(call: om.ToolCallPayload) -> str:
     else:
         shown = call.arguments
     return f"{call.name}: {shorten(shown)}"
+
+
+def mcp_connected_line(payload: om.McpConnectEndPayload) -> str:
+    """``[mcp] connected: a (3 tools), b failed: REASON`` (spec/mcp.md M3.1)."""
+    if payload.status == "aborted":
+        return "[mcp] connecting interrupted"
+    parts = []
+    for result in payload.results:
+        if result.status == "completed":
+            count = result.tools or 0
+            parts.append(f"{result.server} ({count} tool{'s' if count != 1 else ''})")
+        else:
+            parts.append(f"{result.server} failed: {result.error}")
+    return "[mcp] connected: " + ", ".join(parts)
 
 
 def decision_verdict(payload: om.ApprovalDecisionPayload) -> om.ApprovalVerdict:
@@ -365,6 +381,10 @@ class Renderer:
                 self.line(f"[compacting the context ({reason}, {mode})…]", "dim")
             case om.CompactionEndPayload(status=status):
                 self.line(f"[compaction {status}]", "dim")
+            case om.McpConnectBeginPayload(servers=servers):
+                self.line(f"[mcp] connecting: {', '.join(servers)}", "dim")
+            case om.McpConnectEndPayload(status=status):
+                self.line(mcp_connected_line(payload), "dim" if status == "completed" else "warn")
             case _:
                 pass
 

@@ -1,7 +1,11 @@
 """``penguin tool NAME [JSON_ARGS] [--workspace DIR]``: one tool call, no model.
 
 The call goes through a real Environment, so it gets exactly what a model would get:
-the same framing, limits, notes and error texts. The output is streamed to stdout
+the same framing, limits, notes and error texts. MCP tools (``mcp__<server>__<tool>``)
+are those of the agent's ``system_config.yaml`` (``--root``, ``--project-id``,
+``--agent-id``): a call connects only the server it names, ``--list`` connects them
+all to show their tools. A builtin tool's call never reads the agent's files.
+The output is streamed to stdout
 as it arrives; the exit code is 0 when the call ended ``completed`` and 1 otherwise.
 Ctrl-C interrupts the call the way a user interrupt does (the tool is told, the
 output ends with ``[interrupted: tool aborted by user]``); a second Ctrl-C stops at
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -20,7 +25,15 @@ import trio
 
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
-from penguin.config import default_tools
+from penguin.config import (
+    DEFAULT_AGENT_ID,
+    DEFAULT_PROJECT_ID,
+    AgentPaths,
+    ConfigError,
+    McpServerConfig,
+    default_tools,
+    load_system_config,
+)
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
 
 from ._signals import Controls
@@ -39,7 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         '  penguin tool read_file \'{"file_path": "README.md", "limit": 20}\'\n'
         '  penguin tool write_file \'{"file_path": "notes/todo.txt", "content": "hi\\n"}\'\n'
         '  echo \'{"file_path": "a.txt"}\' | penguin tool read_file -\n'
-        "  penguin tool --list"
+        "  penguin tool --list\n"
+        '  penguin tool mcp__files__read_text_file \'{"path": "README.md"}\''
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("name", nargs="?", metavar="NAME", help="the tool to call")
@@ -67,22 +81,54 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--list", action="store_true", help="list the tools this Environment offers and exit"
     )
+    agent = parser.add_argument_group("whose MCP servers (tools named mcp__<server>__<tool>)")
+    agent.add_argument(
+        "--root", type=Path, default=None, metavar="DIR", help="data root (default: $PENGUIN_HOME)"
+    )
+    agent.add_argument("--project-id", default=DEFAULT_PROJECT_ID, metavar="ID")
+    agent.add_argument("--agent-id", default=DEFAULT_AGENT_ID, metavar="ID")
     parser.set_defaults(handler=_main)
 
 
+def _mcp_servers(args: argparse.Namespace, name: str | None) -> tuple[McpServerConfig, ...]:
+    """The agent's MCP servers ``name`` may belong to (all of them for ``None``)."""
+    if name is not None and not name.startswith("mcp__"):
+        return ()
+    path = AgentPaths(args.root, args.project_id, args.agent_id).system_config
+    if not path.exists():
+        return ()
+    servers = load_system_config(path).mcp_servers
+    if name is None:
+        return servers
+    return tuple(server for server in servers if name.startswith(f"mcp__{server.name}__"))
+
+
 def _main(args: argparse.Namespace) -> int:
-    if args.list:
-        return trio.run(_list_tools, args.workspace, sys.stdout)
-    if args.name is None:
+    if not args.list and args.name is None:
         print("penguin tool: give a tool NAME (or --list to see them)", file=sys.stderr)
         return 1
-    raw = sys.stdin.read() if args.arguments == "-" else args.arguments
-    return trio.run(run_tool, args.name, raw, args.workspace, args.scratchpad, sys.stdout)
-
-
-async def _list_tools(workspace: Path, out: TextIO) -> int:
     try:
-        async with Environment.open(EnvironmentConfig(workspace_dir=workspace)) as env:
+        servers = _mcp_servers(args, None if args.list else args.name)
+    except ConfigError as exc:
+        print(f"penguin tool: {exc}", file=sys.stderr)
+        return 1
+    if args.list:
+        return trio.run(_list_tools, args.workspace, servers, sys.stdout)
+    raw = sys.stdin.read() if args.arguments == "-" else args.arguments
+    return trio.run(
+        partial(run_tool, mcp_servers=servers),
+        args.name,
+        raw,
+        args.workspace,
+        args.scratchpad,
+        sys.stdout,
+    )
+
+
+async def _list_tools(workspace: Path, servers: tuple[McpServerConfig, ...], out: TextIO) -> int:
+    config = EnvironmentConfig(workspace_dir=workspace, mcp_servers=servers)
+    try:
+        async with Environment.open(config) as env:
             tools = await env.list_tools()
     except WorkspaceError as exc:
         print(f"penguin tool: {exc}", file=sys.stderr)
@@ -100,14 +146,21 @@ async def run_tool(
     workspace: Path,
     scratchpad: Path | None,
     out: TextIO,
+    *,
+    mcp_servers: tuple[McpServerConfig, ...] = (),
 ) -> int:
-    """Run one call and stream it to ``out``; return the exit code."""
+    """Run one call and stream it to ``out``; return the exit code.
+
+    ``mcp_servers`` are the servers an ``mcp__`` name may belong to (connected first).
+    """
     call = om.tool_call(name, arguments, f"cli-{secrets.token_hex(4)}")
     # Only the tool being called: the others would cost start-up and serve no one (an
     # Environment with exec_command resolves the login environment as it opens). An
     # unknown name gets the Environment's own "Unknown tool" answer all the same.
     entries = [entry for entry in default_tools() if entry.name == name]
-    config = EnvironmentConfig(workspace_dir=workspace, scratchpad_dir=scratchpad, tools=entries)
+    config = EnvironmentConfig(
+        workspace_dir=workspace, scratchpad_dir=scratchpad, tools=entries, mcp_servers=mcp_servers
+    )
     final: om.ToolCallOutputPayload | None = None  # stays None after a hard stop
     try:
         with collapse_single():

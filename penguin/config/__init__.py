@@ -11,6 +11,8 @@ Users import from here; the private modules may move::
     agent.system_prompt                                  # the template, or the built-in one
     agent.images                                         # ImageSettings(downscale, max_edge)
     agent.subagents.max_spawned                          # subagents a session may spawn (32)
+    agent.mcp_servers                                    # the valid tools.mcpServers entries
+    config.add_mcp_server(path, server)                  # append one (comments kept)
 
     paths = config.AgentPaths(None, "default_project", "default_agent")  # $PENGUIN_HOME
     project = config.load_project_config(paths.project_config)   # .project_config.toml
@@ -32,6 +34,10 @@ from ._mcp import McpPermission as McpPermission
 from ._mcp import McpRemoteTransport as McpRemoteTransport
 from ._mcp import McpServerConfig as McpServerConfig
 from ._mcp import McpStdioTransport as McpStdioTransport
+from ._mcp import parse_mcp_server as parse_mcp_server
+from ._mcp_edits import add_mcp_server as add_mcp_server
+from ._mcp_edits import mcp_server_entry as mcp_server_entry
+from ._mcp_edits import remove_mcp_server as remove_mcp_server
 from ._paths import DEFAULT_AGENT_ID as DEFAULT_AGENT_ID
 from ._paths import DEFAULT_PROJECT_ID as DEFAULT_PROJECT_ID
 from ._paths import PENGUIN_HOME_VAR as PENGUIN_HOME_VAR
@@ -109,6 +115,7 @@ __all__ = [
     "ProjectConfig",
     "SubagentSettings",
     "ToolDefinitionConfig",
+    "add_mcp_server",
     "add_model",
     "add_policy_rule",
     "agents_md_block",
@@ -121,8 +128,11 @@ __all__ = [
     "load_project_config",
     "load_system_config",
     "load_vault",
+    "mcp_server_entry",
     "new_session_id",
     "new_temp_workspace",
+    "parse_mcp_server",
+    "remove_mcp_server",
     "remove_model",
     "remove_policy_rule",
     "remove_vault",

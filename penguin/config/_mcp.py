@@ -2,8 +2,8 @@
 
 Owns the typed form of a server entry (:class:`McpServerConfig` with a
 :class:`McpStdioTransport` or :class:`McpRemoteTransport`) and the reader that
-validates ``tools.mcpServers``. It does not connect to anything: no MCP client
-exists yet, and the entries are parsed so that a bad one is reported early.
+validates ``tools.mcpServers``. It does not connect to anything (the
+Environment does, ``penguin.environment.mcp``); ``_mcp_edits`` writes entries back.
 
 Invariant: a broken MCP entry never stops an agent from starting. Each invalid
 entry is skipped with one warning on the ``penguin`` logger that names the file,
@@ -39,6 +39,7 @@ __all__ = [
     "McpRemoteTransport",
     "McpServerConfig",
     "McpStdioTransport",
+    "parse_mcp_server",
     "parse_mcp_servers",
 ]
 
@@ -205,6 +206,16 @@ def _server(entry: Located) -> McpServerConfig:
         max_output_length=_optional_int(config, "maxOutputLength"),
         permission=permission,
     )
+
+
+def parse_mcp_server(entry: Mapping[str, object], source: str) -> McpServerConfig:
+    """One ``{name, config}`` entry, checked as a file's entries are.
+
+    For an entry that does not come from a file (``penguin config mcp add`` builds
+    one from its options): ``source`` names where it came from. Raises
+    :class:`ConfigError` whose ``field`` is the key at fault (``config.url``...).
+    """
+    return _server(Located(value=entry, field="", line=1, path=source))
 
 
 def _warn(error: ConfigError, consequence: str = "this MCP server entry is skipped") -> None:

@@ -3,7 +3,8 @@
 :class:`Engine` runs Tasks for one session; :class:`Ledger` is its sans-IO memory of
 the model context, rebuilt from a trace to resume a session; :class:`TraceRecorder`
 writes the trace off the hot path; :class:`ToolRunner` is what the engine asks of
-the side that runs the tools (``penguin.Environment`` is one). Users reach all of
+the side that runs the tools (``penguin.Environment`` is one), and :class:`ToolCatalog`
+where MCP servers' tools come from (the Environment again). Users reach all of
 this through ``penguin.Session``; embedders who bring their own composition may use
 it directly.
 """
@@ -18,6 +19,7 @@ from ._ledger import INTERRUPTED_OUTPUT as INTERRUPTED_OUTPUT
 from ._ledger import Ledger as Ledger
 from ._reconnect import ReconnectPolicy as ReconnectPolicy
 from ._recorder import TraceRecorder as TraceRecorder
+from ._runner import ToolCatalog as ToolCatalog
 from ._runner import ToolRunner as ToolRunner
 from ._stream import RunResult as RunResult
 from ._stream import RunStatus as RunStatus
@@ -34,6 +36,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "RunStream",
+    "ToolCatalog",
     "ToolRunner",
     "TraceRecorder",
 ]

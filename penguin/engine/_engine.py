@@ -26,6 +26,12 @@ in place when the model side fails:
    background reports and steering, are the next turn's input. A turn without tool
    calls and with nothing else to say ends the Task.
 
+A session with MCP servers (a :class:`~._runner.ToolCatalog` given as ``mcp``) has no
+tool list until they are connected: its first run streams its input, then
+``mcp_connect_begin``, connects every server (an interrupt aborts the phase:
+``mcp_connect_end`` ``aborted``, and the next run tries again), ``mcp_connect_end``
+with each server's result, and only then ``tool_list_ready`` with every tool.
+
 Between turns (and at the start of a run, before its new input) the context may be
 compacted; a compaction that fails ends the run and keeps the old context, to be
 tried again by the next run.
@@ -73,7 +79,7 @@ from ._ledger import Ledger
 from ._markers import steering_text
 from ._reconnect import ReconnectPolicy, end_request, usage_record, wait_to_retry
 from ._recorder import TraceRecorder
-from ._runner import ToolRunner
+from ._runner import ToolCatalog, ToolRunner
 from ._stream import STREAM_BUFFER, Batch, OpenFragments, Outlet, RunResult, RunStream, finish
 
 __all__ = ["Engine"]
@@ -110,6 +116,7 @@ class Engine:
         reconnect: ReconnectPolicy | None = None,
         compaction: CompactionSettings | None = None,
         command_policy: CommandPolicy | None = None,
+        mcp: ToolCatalog | None = None,
     ) -> None:
         self.llm = llm
         self.environment = environment
@@ -123,6 +130,7 @@ class Engine:
         self._recorder = recorder
         self._session_meta = session_meta
         self._tool_list_sent = False
+        self._mcp = mcp if mcp is not None and mcp.mcp_servers else None
         self._running = False
         self._task_live = False
         self._steering: collections.deque[list[Message]] = collections.deque()
@@ -270,7 +278,7 @@ class Engine:
         thinking_level: str | None,
         emit: Outlet,
     ) -> RunResult:
-        if not self._tool_list_sent:
+        if not self._tool_list_sent and self._mcp is None:
             self._tool_list_sent = True
             await emit(om.tool_list_ready(self.tools))
         # A context due for compaction is compacted before the new input joins it, so
@@ -280,6 +288,8 @@ class Engine:
             await emit(message)
         if cut is not None:
             return await self._end_run(cut, emit)
+        if not self._tool_list_sent and not await self._connect_mcp(interrupt, emit):
+            return await self._end_run(RunResult(status="aborted", turns=0), emit)
         turns = 0
         while True:
             self._collect_reports()
@@ -307,6 +317,32 @@ class Engine:
                 )
                 return await self._end_run(failed, emit)
             turns += 1
+
+    async def _connect_mcp(self, interrupt: trio.Event, emit: Outlet) -> bool:
+        """The MCP connect phase and the tool list (M1.4); False when it was interrupted."""
+        catalog = self._mcp
+        assert catalog is not None
+        await emit(om.mcp_connect_begin(catalog.mcp_servers))
+        results: tuple[om.McpServerConnectResult, ...] | None = None
+        with trio.CancelScope() as phase:
+
+            async def watch() -> None:
+                await interrupt.wait()
+                phase.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                results = await catalog.connect_mcp()
+                nursery.cancel_scope.cancel()
+        if results is None:
+            await emit(om.mcp_connect_end("aborted"))
+            return False
+        failed = any(result.status != "completed" for result in results)
+        await emit(om.mcp_connect_end("failed" if failed else "completed", results))
+        self.tools = tuple(await catalog.list_tools())
+        self._tool_list_sent = True
+        await emit(om.tool_list_ready(self.tools))
+        return True
 
     async def _end_run(self, result: RunResult, emit: Outlet) -> RunResult:
         """End a run that stops with input left: it is kept for the next run."""

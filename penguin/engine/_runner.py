@@ -5,7 +5,10 @@ through :meth:`ToolRunner.run_call` and, between turns, collects what background
 reported through :meth:`ToolRunner.take_background_reports`. ``penguin.Environment``
 is the runner every session uses and satisfies the protocol as it is (structurally:
 it does not name it); a test or an embedder may bring any other object with these two
-methods. The model's tool list is not asked of the runner: the engine is given it.
+methods. The model's tool list is not asked of the runner: the engine is given it —
+except for a session with MCP servers, whose tools are known only once the servers are
+connected: its engine is also given a :class:`ToolCatalog` (the Environment again) and
+connects them at the start of the first run (spec/mcp.md M1.4).
 
 What a runner promises, as the Environment keeps it (reference 1): ``run_call`` hands
 every message of the call to ``emit`` in order, ending with exactly one complete
@@ -23,7 +26,7 @@ import trio
 
 from penguin import protocol as om
 
-__all__ = ["BackgroundNotice", "ToolRunner"]
+__all__ = ["BackgroundNotice", "ToolCatalog", "ToolRunner"]
 
 
 class BackgroundNotice(Protocol):
@@ -54,4 +57,21 @@ class ToolRunner(Protocol):
 
     def take_background_reports(self) -> Iterable[BackgroundNotice]:
         """Every report of finished background work waiting right now, without blocking."""
+        ...
+
+
+class ToolCatalog(Protocol):
+    """Where the tools of MCP servers come from: connected once, then listed."""
+
+    @property
+    def mcp_servers(self) -> tuple[str, ...]:
+        """The configured servers' names, in order; empty when there is nothing to connect."""
+        ...
+
+    async def connect_mcp(self) -> tuple[om.McpServerConnectResult, ...]:
+        """Connect every server (once); cancelling it leaves the next call to start afresh."""
+        ...
+
+    async def list_tools(self) -> list[om.ToolDefinition]:
+        """Every tool the model is offered, the servers' included."""
         ...

@@ -19,6 +19,11 @@ so a late interrupt cannot change a finished call's result. A tool may stop the
 deadline's clock while it waits for the Environment's own one-time set-up
 (``ToolContext.untimed``: exec_command and the login environment).
 
+MCP servers (``EnvironmentConfig.mcp_servers``) are one :class:`~.mcp.McpTools`: the
+first ``list_tools()`` connects them all (the snapshot of their tools lasts the
+Environment's life), their tools are listed after the builtins and looked up after
+them, and their connections and stdio processes live in this nursery and end with it.
+
 Background work lives in the Environment's nursery under two supervisors: command
 sessions (``CommandSupervisor``) and subagent sessions (``SubagentSupervisor``, which
 reaches child sessions only through the injected ``ToolServices.subagent_runner``).
@@ -54,7 +59,13 @@ import trio
 from penguin import protocol as om
 from penguin._concurrency import collapse_single, error_text
 from penguin._log import warn
-from penguin.config import Permission, ToolDefinitionConfig, default_tools
+from penguin.config import (
+    McpServerConfig,
+    Permission,
+    ToolDefinitionConfig,
+    apply_call_description,
+    default_tools,
+)
 
 from ._archive import ARCHIVE_DIR_NAME, save_capture
 from ._closeout import CallOutput, Outcome, classify
@@ -62,6 +73,7 @@ from ._contract import Tool, ToolContext, ToolResult
 from ._errors import EnvironmentClosedError, WorkspaceError
 from ._services import ToolServices
 from ._toolset import ToolRegistry
+from .mcp import McpTools
 from .supervisor import (
     DEFAULT_SPAWN_LIMIT,
     BackgroundCommand,
@@ -107,6 +119,10 @@ def _to_tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
     return tuple(value)
 
 
+def _to_servers(value: Iterable[McpServerConfig]) -> tuple[McpServerConfig, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class EnvironmentConfig:
     """How to open an Environment.
@@ -124,7 +140,9 @@ class EnvironmentConfig:
     the image settings; ``subagent_runner``: how run_subagent opens child sessions).
     ``None`` is ``ToolServices()``. ``subagent_spawn_limit`` caps how many
     subagents this Environment's session may spawn in its lifetime (default 32, at
-    least 1; ``subagents.maxSpawned`` in ``system_config.yaml``).
+    least 1; ``subagents.maxSpawned`` in ``system_config.yaml``). ``mcp_servers`` are
+    the MCP servers whose tools join the toolset (``AgentConfig.mcp_servers``); none
+    connects before the first ``list_tools()``.
     """
 
     workspace_dir: Path = attrs.field(converter=_to_path)
@@ -137,6 +155,7 @@ class EnvironmentConfig:
     proxy_policy: ProxyPolicy | Callable[[], ProxyPolicy] = None
     services: ToolServices | None = None
     subagent_spawn_limit: int = DEFAULT_SPAWN_LIMIT
+    mcp_servers: tuple[McpServerConfig, ...] = attrs.field(default=(), converter=_to_servers)
 
 
 def _raise_open_file_limit() -> None:
@@ -248,7 +267,17 @@ class Environment:
             Supervisors(commands=commands, subagents=subagents),
         )
         self._tools.join(config.custom_tools)
+        self._custom_names = frozenset(tool.name for tool in config.custom_tools)
         self._interrupts = _InterruptWatcher(nursery)
+        self._mcp: McpTools | None = None
+        if config.mcp_servers:
+            self._mcp = McpTools(
+                config.mcp_servers,
+                nursery=nursery,
+                workspace=config.workspace_dir,
+                owner=commands.tag,
+                reserved=frozenset(tool.name for tool in self._tools),
+            )
         self._archive_root = (
             None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
         )
@@ -294,8 +323,12 @@ class Environment:
                     try:
                         await subagents.aclose()
                     finally:
-                        await commands.aclose()
-                        nursery.cancel_scope.cancel()
+                        try:
+                            if env._mcp is not None:
+                                await env._mcp.aclose()
+                        finally:
+                            await commands.aclose()
+                            nursery.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ inspection
 
@@ -312,12 +345,39 @@ class Environment:
     async def list_tools(self) -> list[om.ToolDefinition]:
         """Model-facing definitions, in configured order, of every executable tool.
 
-        Configured names without an implementation are skipped; ``call_description:
-        false`` entries lose their ``description`` argument; permission, limits and
-        forModel never appear.
+        The builtins, then the MCP tools (the first call connects the servers, see
+        :meth:`connect_mcp`), then the custom tools. Configured names without an
+        implementation are skipped; ``call_description: false`` entries lose their
+        ``description`` argument; permission, limits and forModel never appear.
         """
-        await trio.lowlevel.checkpoint()
-        return self._tools.definitions()
+        await self.connect_mcp()
+        listed = self._tools.definitions()
+        mcp = [] if self._mcp is None else self._mcp.tools()
+        return [
+            *(d for d in listed if d.name not in self._custom_names),
+            *(apply_call_description(tool.definition).to_definition() for tool in mcp),
+            *(d for d in listed if d.name in self._custom_names),
+        ]
+
+    @property
+    def mcp_servers(self) -> tuple[str, ...]:
+        """The names of the configured MCP servers, in order (empty: no MCP)."""
+        return () if self._mcp is None else self._mcp.server_names
+
+    async def connect_mcp(self) -> tuple[om.McpServerConnectResult, ...]:
+        """Connect every MCP server in parallel, once (spec/mcp.md M1.2-M1.3).
+
+        Each server has its ``connectTimeoutMs`` for connect, handshake and
+        discovery; one that fails is skipped with a line on stderr. Later calls
+        return the first call's results without reconnecting. Cancelled midway, it
+        leaves nothing connected and the next call starts afresh. Without MCP
+        servers it returns ``()`` at once.
+        """
+        if self._mcp is None:
+            await trio.lowlevel.checkpoint()
+            return ()
+        self._check_open()
+        return await self._mcp.connect()
 
     # ------------------------------------------------------------------ background work
 
@@ -363,8 +423,15 @@ class Environment:
         return self._subagents.has_running_background()
 
     def tool_permission(self, name: str) -> Permission | None:
-        """The configured permission of ``name`` (``None`` for unknown or unset)."""
-        return self._tools.permission(name)
+        """The configured permission of ``name`` (``None`` for unknown or unset).
+
+        For an MCP tool, its server entry's permission or the tool's ``readOnlyHint``
+        (known once the servers are connected).
+        """
+        permission = self._tools.permission(name)
+        if permission is None and self._mcp is not None:
+            return self._mcp.permission(name)
+        return permission
 
     @property
     def shell_name(self) -> str:
@@ -470,7 +537,11 @@ class Environment:
         payload = call.payload
         call_id = payload.tool_call_id
         await sink(om.partial_tool_call_output("start", "", call_id))
-        tool = self._tools.get(payload.name)
+        tool: Tool | None = self._tools.get(payload.name)
+        if tool is None and self._mcp is not None:
+            if self._mcp.results is None and payload.name.startswith("mcp__"):
+                await self._mcp.connect()  # called before any list_tools(): connect now
+            tool = self._mcp.get(payload.name)
         if tool is None:
             await _fail_fast(sink, call_id, f"Unknown tool: {payload.name}")
             return

@@ -13,7 +13,8 @@
      │    └── SubagentSupervisorClosedError   the subagent supervisor is closed
      ├── SpawnError                      a command could not be started
      │    └── SupervisorClosedError      the command supervisor is closed
-     └── DuplicateSessionError           (also ValueError) a session id was registered twice
+     ├── DuplicateSessionError           (also ValueError) a session id was registered twice
+     └── McpCallError                    an MCP request got no result (.text, .disconnected)
 
 The image tools' failures (``ImageError`` and its five subclasses, one per way a load
 fails) are PenguinErrors too; they live with the loader, in ``tools/_images.py``,
@@ -26,7 +27,8 @@ run_subagent shows its message to the model (any exception does, this one says i
 was meant for the model's eyes), and what the subagent supervisor raises for a round
 it will not start; ``SpawnError`` is the same for a command. Both supervisors raise
 their ``…ClosedError`` once the Environment is closing, and ``DuplicateSessionError``
-is a bug in the caller of a registry, never something the model did.
+is a bug in the caller of a registry, never something the model did. ``McpCallError``
+never leaves the MCP tools: it becomes the call's ``[mcp error: …]`` output.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from penguin._errors import PenguinError
 __all__ = [
     "DuplicateSessionError",
     "EnvironmentClosedError",
+    "McpCallError",
     "SpawnError",
     "SubagentSpawnError",
     "SubagentStartError",
@@ -102,3 +105,16 @@ class DuplicateSessionError(PenguinError, ValueError):
             f"session {key!r} is already registered; remove it before registering it again"
         )
         self.key = key
+
+
+class McpCallError(PenguinError):
+    """An MCP request got no result: ``text`` says why in one line.
+
+    ``disconnected`` means the connection is gone (the server's next call reconnects
+    once); otherwise the server or the SDK answered with an error.
+    """
+
+    def __init__(self, text: str, *, disconnected: bool) -> None:
+        super().__init__(text)
+        self.text = text
+        self.disconnected = disconnected

@@ -80,9 +80,10 @@ def test_9_7_a_tool_call_loads_neither_the_model_client_nor_the_agent_stack(
         "penguin.cli._run",
         "penguin.cli._demo",
         "penguin.cli._config",
+        "penguin.environment.mcp._connection",
     ):
         assert name not in modules, name
-    for dependency in ("httpx", "h11", "cattrs", "tomlkit"):
+    for dependency in ("httpx", "h11", "cattrs", "tomlkit", "mcp", "mcp_types", "anyio"):
         assert dependency not in top_level(modules), dependency
 
 
@@ -118,6 +119,8 @@ def test_9_7_top_level_help_lists_every_subcommand_without_loading_them(
         ["config", "vault"],
         ["config", "vault", "set"],
         ["batch"],
+        ["config", "mcp"],
+        ["config", "mcp", "add"],
     ],
 )
 def test_9_7_each_subcommand_help_is_complete(

@@ -12,8 +12,9 @@ and ends process trees and ``_commands`` is the Trio shell that ties them togeth
 ``_subagents`` is the same shape for child sessions, which it reaches only through the
 injected runner. Both supervisors post their completion reports to one
 ``ReportChannel`` that their owner (the Environment) makes and hands to each. This
-facade serves the Environment and the command and subagent tools; users reach it
-through ``Environment``.
+facade serves the Environment, the command and subagent tools, and the stdio MCP
+servers (``environment/mcp``, which spawn their own processes but end them the same
+way); users reach it through ``Environment``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from ._commands import SupervisorClosedError as SupervisorClosedError
 from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import resolve_shell as resolve_shell
+from ._process import SpawnedProcess as SpawnedProcess
+from ._process import end_process_tree as end_process_tree
+from ._process import kill_marked as kill_marked
 from ._proctable import OWNER_VARIABLE as OWNER_VARIABLE
 from ._reports import BackgroundReport as BackgroundReport
 from ._reports import ExitStatus as ExitStatus
@@ -44,6 +48,7 @@ from ._subagents import SubagentStartError as SubagentStartError
 from ._subagents import SubagentSupervisor as SubagentSupervisor
 from ._subagents import SubagentSupervisorClosedError as SubagentSupervisorClosedError
 from ._subagents import round_exit as round_exit
+from ._watchdog import host_watchdog as host_watchdog
 
 __all__ = [
     "COMMAND_CAP",
@@ -64,11 +69,15 @@ __all__ = [
     "RoundExit",
     "Running",
     "SpawnError",
+    "SpawnedProcess",
     "SubagentSession",
     "SubagentStartError",
     "SubagentSupervisor",
     "SubagentSupervisorClosedError",
     "SupervisorClosedError",
+    "end_process_tree",
+    "host_watchdog",
+    "kill_marked",
     "report_label",
     "resolve_shell",
     "round_exit",

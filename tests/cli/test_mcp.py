@@ -1,0 +1,289 @@
+"""Spec mcp.md M3: the MCP surfaces of the command line, as real processes.
+
+``penguin run`` against a local model server with the test MCP server configured,
+``penguin tool --list`` and ``penguin tool mcp__s__t``, and ``penguin config mcp
+list|add|remove|test`` on a real ``system_config.yaml``. After each command, no
+process carrying the test's run id survives (psutil).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from penguin import config as cfg
+from penguin import protocol as om
+from penguin.cli._render import Renderer
+from penguin.llm import testing as t
+
+from ..environment.mcp.support import REPO, stdio_server
+from ..environment.processes import RUN_VARIABLE, marked_processes
+from .test_run import configure_model, tool_call_reply
+
+
+@pytest.fixture
+def run_id() -> str:
+    return uuid.uuid4().hex
+
+
+async def penguin(
+    *args: str, root: Path, cwd: Path, run: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    done = await trio.run_process(
+        [sys.executable, "-m", "penguin", *args, "--root", str(root)],
+        cwd=cwd,
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, RUN_VARIABLE: run, "PYTHONPATH": str(REPO)},
+    )
+    assert not marked_processes(run=run)  # no MCP server outlived the command
+    return done
+
+
+def with_server(root: Path, *servers: cfg.McpServerConfig) -> Path:
+    path = cfg.AgentPaths(root).system_config
+    cfg.dump_default_system_config(path)
+    for server in servers:
+        cfg.add_mcp_server(path, server)
+    return path
+
+
+def test_m3_1_the_connect_phase_is_two_lines() -> None:
+    out = io.StringIO()
+    view = Renderer(out, color=False)
+    view.show(om.mcp_connect_begin(["a", "b"]))
+    view.show(
+        om.mcp_connect_end(
+            "failed",
+            [
+                om.McpServerConnectResult(
+                    server="a", transport="stdio", status="completed", duration_ms=5, tools=3
+                ),
+                om.McpServerConnectResult(
+                    server="b", transport="http", status="failed", duration_ms=9, error="refused"
+                ),
+            ],
+        )
+    )
+    view.show(om.mcp_connect_end("aborted"))
+    assert out.getvalue() == (
+        "[mcp] connecting: a, b\n"
+        "[mcp] connected: a (3 tools), b failed: refused\n"
+        "[mcp] connecting interrupted\n"
+    )
+
+
+async def test_m3_1_run_shows_the_phase_and_calls_the_mcp_tool(tmp_path: Path, run_id: str) -> None:
+    root = tmp_path / "root"
+    with_server(
+        root,
+        stdio_server("s"),
+        cfg.McpServerConfig(
+            name="gone", transport=cfg.McpStdioTransport(command="/nonexistent/server")
+        ),
+    )
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    replies = iter(
+        [
+            tool_call_reply("call_a", "mcp__s__echo", {"text": "hello from mcp"}),
+            t.sse_reply([t.content_chunk("All done."), t.finish_chunk()]),
+        ]
+    )
+    async with t.serve_openai_compatible(lambda request: next(replies)) as server:
+        configure_model(root, server.base_url)
+        done = await penguin(
+            "run",
+            "-m",
+            "Echo it",
+            "--workspace",
+            str(workspace),
+            root=root,
+            cwd=tmp_path,
+            run=run_id,
+        )
+        tools = [tool["function"]["name"] for tool in server.requests[0].json()["tools"]]
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "[mcp] connecting: s, gone\n" in out
+    assert (
+        "[mcp] connected: s (18 tools), gone failed: cannot start '/nonexistent/server': "
+        "No such file or directory\n"
+    ) in out
+    assert "⎿ completed: hello from mcp" in out
+    assert out.index("[mcp] connecting") < out.index("● mcp__s__echo")
+    assert "mcp__s__echo" in tools
+    assert '[penguin] MCP server "gone" unavailable:' in done.stderr.decode()
+
+
+async def test_m3_2_tool_list_connects_the_agent_s_servers(tmp_path: Path, run_id: str) -> None:
+    root = tmp_path / "root"
+    with_server(root, stdio_server("s"))
+    done = await penguin("tool", "--list", root=root, cwd=tmp_path, run=run_id)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names[0] == "read_file"
+    assert "mcp__s__echo" in names
+    assert any(
+        line.split()[0] == "mcp__s__echo" and "Echo the text back." in line for line in lines
+    )
+
+
+async def test_m3_2_tool_calls_one_mcp_tool(tmp_path: Path, run_id: str) -> None:
+    root = tmp_path / "root"
+    with_server(root, stdio_server("s"), stdio_server("other", env={"MCP_TEST_ONCE": "/"}))
+    done = await penguin(
+        "tool", "mcp__s__echo", '{"text": "hi there"}', root=root, cwd=tmp_path, run=run_id
+    )
+    assert (done.returncode, done.stdout.decode()) == (0, "hi there\n")
+    assert b"unavailable" not in done.stderr  # only the server it names was connected
+    failed = await penguin("tool", "mcp__s__fail", root=root, cwd=tmp_path, run=run_id)
+    assert (failed.returncode, failed.stdout.decode()) == (1, "it broke\n")
+    unknown = await penguin("tool", "mcp__nobody__x", root=root, cwd=tmp_path, run=run_id)
+    assert (unknown.returncode, unknown.stdout.decode()) == (1, "Unknown tool: mcp__nobody__x\n")
+
+
+async def test_m3_3_add_list_remove_keep_the_file_s_comments(tmp_path: Path, run_id: str) -> None:
+    root = tmp_path / "root"
+    path = cfg.AgentPaths(root).system_config
+    path.parent.mkdir(parents=True)
+    path.write_text("# my agent\nsystem_prompt: hi  # short\n")
+    add = await penguin(
+        "config",
+        "mcp",
+        "add",
+        "files",
+        "--command",
+        "npx",
+        "--arg=-y",
+        "--arg",
+        "srv",
+        "--env",
+        "TOKEN=abc",
+        "--timeout-ms",
+        "5000",
+        root=root,
+        cwd=tmp_path,
+        run=run_id,
+    )
+    assert add.returncode == 0, add.stderr.decode()
+    remote = await penguin(
+        "config",
+        "mcp",
+        "add",
+        "web",
+        "--url",
+        "https://example.com/sse",
+        "--transport",
+        "sse",
+        "--header",
+        "Authorization=Bearer t",
+        "--permission",
+        "r",
+        root=root,
+        cwd=tmp_path,
+        run=run_id,
+    )
+    assert remote.returncode == 0, remote.stderr.decode()
+    text = path.read_text()
+    assert text.startswith("# my agent\nsystem_prompt: hi  # short\n")
+    assert "builtin" not in text  # the default toolset stays
+    servers = cfg.load_system_config(path).mcp_servers
+    assert servers == (
+        cfg.McpServerConfig(
+            name="files",
+            transport=cfg.McpStdioTransport(
+                command="npx", args=("-y", "srv"), env={"TOKEN": "abc"}
+            ),
+            timeout_ms=5000,
+        ),
+        cfg.McpServerConfig(
+            name="web",
+            transport=cfg.McpRemoteTransport(
+                kind="sse", url="https://example.com/sse", headers={"Authorization": "Bearer t"}
+            ),
+            permission="r",
+        ),
+    )
+    listed = await penguin("config", "mcp", "list", root=root, cwd=tmp_path, run=run_id)
+    assert listed.stdout.decode() == (
+        "files  stdio  npx -y srv\nweb    sse    https://example.com/sse\n"
+    )
+    again = await penguin(
+        "config", "mcp", "add", "files", "--command", "x", root=root, cwd=tmp_path, run=run_id
+    )
+    assert again.returncode == 1
+    assert 'an MCP server named "files" is already configured' in again.stderr.decode()
+    removed = await penguin("config", "mcp", "remove", "files", root=root, cwd=tmp_path, run=run_id)
+    assert removed.returncode == 0
+    assert [s.name for s in cfg.load_system_config(path).mcp_servers] == ["web"]
+    assert path.read_text().startswith("# my agent\n")
+    missing = await penguin("config", "mcp", "remove", "files", root=root, cwd=tmp_path, run=run_id)
+    assert missing.returncode == 1
+    assert 'no MCP server named "files"' in missing.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["bad name", "--command", "x"], "name: invalid server name"),
+        (["u", "--url", "ftp://x"], "url: expected an http:// or https:// URL"),
+        (
+            ["u", "--command", "x", "--header", "A=1"],
+            "--header applies only to a server given by --url",
+        ),
+        (
+            ["u", "--url", "https://x", "--arg", "a"],
+            "--arg applies only to a server given by --command",
+        ),
+        (["u", "--command", "x", "--env", "novalue"], "--env 'novalue': expected KEY=VALUE"),
+    ],
+)
+async def test_m3_3_add_refuses_bad_input(
+    tmp_path: Path, run_id: str, options: list[str], message: str
+) -> None:
+    root = tmp_path / "root"
+    done = await penguin("config", "mcp", "add", *options, root=root, cwd=tmp_path, run=run_id)
+    assert done.returncode == 1
+    assert message in done.stderr.decode()
+
+
+async def test_m3_3_add_needs_a_command_or_a_url(tmp_path: Path, run_id: str) -> None:
+    done = await penguin("config", "mcp", "add", "x", root=tmp_path, cwd=tmp_path, run=run_id)
+    assert done.returncode == 2  # argparse: one of --command --url is required
+    assert b"--command" in done.stderr
+
+
+async def test_m3_3_test_connects_and_lists_the_tools(tmp_path: Path, run_id: str) -> None:
+    root = tmp_path / "root"
+    with_server(
+        root,
+        stdio_server("s"),
+        cfg.McpServerConfig(name="gone", transport=cfg.McpStdioTransport(command="/nonexistent/x")),
+    )
+    done = await penguin("config", "mcp", "test", "s", root=root, cwd=tmp_path, run=run_id)
+    assert done.returncode == 0, done.stderr.decode()
+    first, *tools = done.stdout.decode().splitlines()
+    assert first.startswith("s: connected in ")
+    assert first.endswith(" ms, 18 tools")
+    assert tools[0].split() == ["mcp__s__echo", "r", "Echo", "the", "text", "back."]
+    assert tools[1].split()[:2] == ["mcp__s__write_note", "rw"]
+    gone = await penguin("config", "mcp", "test", "gone", root=root, cwd=tmp_path, run=run_id)
+    assert gone.returncode == 1
+    assert (
+        "penguin config mcp: gone is unavailable: cannot start '/nonexistent/x': "
+        "No such file or directory"
+    ) in gone.stderr.decode()
+    unknown = await penguin("config", "mcp", "test", "zz", root=root, cwd=tmp_path, run=run_id)
+    assert unknown.returncode == 1
+    assert 'no MCP server named "zz"' in unknown.stderr.decode()
