@@ -62,7 +62,14 @@ from penguin.trace import TraceLocation, find_session, trace_files, trace_locati
 
 from ._lock import SessionLock, lock_path
 from ._render import Renderer, TaskStats, history_lines, paint, shorten, use_color
-from ._run import PromptAsker, add_agent_options, add_approval_options, approval_mode_of, render_run
+from ._run import (
+    PromptAsker,
+    add_agent_options,
+    add_approval_options,
+    add_workspace_and_model_options,
+    approval_mode_of,
+    render_run,
+)
 from ._signals import Controls
 
 if TYPE_CHECKING:
@@ -117,15 +124,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "130 ended by SIGTERM or SIGHUP"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument(
-        "--workspace",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="where the agent works (default: a new temporary workspace)",
-    )
-    parser.add_argument("--provider", default=None, metavar="P")
-    parser.add_argument("--model-id", default=None, metavar="M")
+    add_workspace_and_model_options(parser)
     parser.add_argument(
         "--resume",
         nargs="?",

@@ -78,6 +78,19 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent-id", default="default_agent", metavar="ID")
 
 
+def add_workspace_and_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--workspace``, ``--provider`` and ``--model-id``, as run and chat take them."""
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the agent works (default: a new temporary workspace)",
+    )
+    parser.add_argument("--provider", default=None, metavar="P")
+    parser.add_argument("--model-id", default=None, metavar="M")
+
+
 def add_approval_options(parser: argparse.ArgumentParser) -> None:
     """``--approve MODE`` and ``--verbose``: how a Task is approved and shown."""
     parser.add_argument(
@@ -110,15 +123,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("-m", "--message", required=True, metavar="TEXT", help="the task")
-    parser.add_argument(
-        "--workspace",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="where the agent works (default: a new temporary workspace)",
-    )
-    parser.add_argument("--provider", default=None, metavar="P")
-    parser.add_argument("--model-id", default=None, metavar="M")
+    add_workspace_and_model_options(parser)
     parser.add_argument(
         "--max-turns",
         type=int,
