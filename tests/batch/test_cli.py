@@ -24,23 +24,8 @@ from .scripted import (
     task_line,
     write_tasks,
 )
+from .test_results import SPEC_KEYS
 from .test_runner import processes_with, wait_until
-
-SPEC_KEYS = [
-    "id",
-    "status",
-    "session_id",
-    "trace_path",
-    "workspace",
-    "turns",
-    "tokens",
-    "tool_calls",
-    "wall_s",
-    "final_text",
-    "error",
-    "metadata",
-]
-
 
 PENGUIN = (sys.executable, "-m", "penguin")
 
