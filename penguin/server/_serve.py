@@ -39,7 +39,7 @@ from penguin._concurrency import collapse_single
 
 from ._app import build_router
 from ._asgi import Guard
-from ._sessions import SHUTDOWN_GRACE, ServerSessions
+from ._sessions import IDLE_CLOSE, SHUTDOWN_GRACE, ServerSessions
 
 __all__ = [
     "DEFAULT_HOST",
@@ -80,6 +80,8 @@ class ServerOptions:
     token: str | None = None
     """None: ``$PENGUIN_SERVER_TOKEN`` when set and non-empty, else a new random one."""
     grace: float = SHUTDOWN_GRACE
+    idle_close: float | None = IDLE_CLOSE
+    """Seconds after which an idle session's Environment is closed; None: never."""
 
 
 @final
@@ -159,7 +161,9 @@ async def open_server(options: ServerOptions = ServerOptions()) -> AsyncIterator
         )
     with collapse_single():
         async with (
-            ServerSessions.open(options.root, grace=options.grace) as sessions,
+            ServerSessions.open(
+                options.root, grace=options.grace, idle_close=options.idle_close
+            ) as sessions,
             _serving(options, sessions, token) as server,
         ):
             yield server

@@ -15,6 +15,12 @@ server's work lives, so nothing a session starts outlives the server:
 - **Approvals**: each session has an :class:`~._approvals.ApprovalRegistry`; its runs
   are approved by a :class:`~._approver.SessionApprover` that reads the mode from the
   index on every decision.
+- **Idleness** (``idle_close`` seconds, ``penguin server --idle-close``): a session
+  whose Session is open with no task running and no background command or background
+  subagent alive for that long is closed — its Environment ends its MCP servers and
+  everything else it started — and stays listed; its next task reopens it from its
+  trace, as after a restart. The sweep runs every :func:`_sweep_interval` seconds and
+  takes the session's ``opening`` lock, so it never races a task that is starting.
 - **Stopping.** Abort sets the run's interrupt and denies what is pending (in that
   order, so the denied calls record no decision: S6.6). DELETE does that, waits for
   the task, closes the session (its Environment kills every process it started),
@@ -60,7 +66,7 @@ from ._requests import CreateSession, UpdateSession
 from ._routes import AGENT_ID
 from ._scan import unindexed_sessions
 
-__all__ = ["SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
+__all__ = ["IDLE_CLOSE", "SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
 
 logger: Final = _log.child("server")
 
@@ -72,6 +78,9 @@ _FLUSH_GRACE: Final = 5.0
 _PUBLISH_SLICE: Final = 32
 """Messages a task publishes before it lets the subscribers' writers run."""
 _PROBE_GRACE: Final = 2.0
+IDLE_CLOSE: Final = 1800.0
+"""Seconds an open session may sit idle before its Environment is closed (S1.1)."""
+_SWEEP_MAX: Final = 30.0
 
 Opener = Callable[[], AbstractAsyncContextManager[Session]]
 
@@ -108,6 +117,8 @@ class _Live:
     interrupt: trio.Event | None = None
     task_scope: trio.CancelScope | None = None
     task_done: trio.Event = attrs.field(factory=trio.Event)
+    idle_since: float = 0.0
+    """``trio.current_time()`` when the session was last seen busy (or opened)."""
 
     def __attrs_post_init__(self) -> None:
         self.task_done.set()  # idle
@@ -143,11 +154,16 @@ class ServerSessions:
         *,
         epoch: str,
         grace: float = SHUTDOWN_GRACE,
+        idle_close: float | None = IDLE_CLOSE,
     ) -> None:
         self.root = root
         self.index = index
         self.epoch = epoch
         self.grace = grace
+        self.idle_close = idle_close
+        """Seconds of idleness after which an open session is closed; None: never."""
+        self.sweeps = 0
+        """How many idle sweeps have run (tests wait on it)."""
         self._nursery = nursery
         self._agents: dict[tuple[str, str], Agent] = {}
         self._live: dict[str, _Live] = {}
@@ -162,12 +178,14 @@ class ServerSessions:
         *,
         epoch: str | None = None,
         grace: float = SHUTDOWN_GRACE,
+        idle_close: float | None = IDLE_CLOSE,
     ) -> AsyncIterator[ServerSessions]:
         """Open the index under ``root``, index unlisted traces, and serve until the block ends.
 
         Leaving the block is the shutdown of S1.4: pending approvals denied, tasks
         interrupted and given ``grace`` seconds, every session closed (and with it
-        every process), then whatever is left cancelled.
+        every process), then whatever is left cancelled. ``idle_close`` is the idleness
+        after which an open session is closed (None: never; see the module docstring).
         """
         root_path = cfg.data_root(root)
         index = await SessionIndex.open(root_path)
@@ -175,9 +193,16 @@ class ServerSessions:
             with collapse_single():
                 async with trio.open_nursery() as nursery:
                     sessions = cls(
-                        root_path, index, nursery, epoch=epoch or new_epoch(), grace=grace
+                        root_path,
+                        index,
+                        nursery,
+                        epoch=epoch or new_epoch(),
+                        grace=grace,
+                        idle_close=idle_close,
                     )
                     await sessions.index_unlisted()
+                    if idle_close is not None:
+                        nursery.start_soon(sessions._close_idle, idle_close)
                     try:
                         yield sessions
                     finally:
@@ -325,7 +350,9 @@ class ServerSessions:
         except BaseException:
             holder.release.set()
             raise
-        self._live_for(row.session_id).holder = holder
+        live = self._live_for(row.session_id)
+        live.holder = holder
+        live.idle_since = trio.current_time()
         return await self._info(row, has_trace=True)
 
     async def list_sessions(
@@ -477,7 +504,40 @@ class ServerSessions:
                     f"Session {row.session_id!r} has no readable trace to resume from: {exc}",
                 ) from exc
             live.holder = holder
+            live.idle_since = trio.current_time()
             return session
+
+    # ------------------------------------------------------------------ idleness
+
+    async def _close_idle(self, idle_close: float) -> None:
+        """Close every session idle for ``idle_close`` seconds, forever (the nursery's task)."""
+        interval = _sweep_interval(idle_close)
+        while True:
+            await trio.sleep(interval)
+            for live in list(self._live.values()):
+                await self._close_if_idle(live, idle_close)
+            self.sweeps += 1
+
+    async def _close_if_idle(self, live: _Live, idle_close: float) -> None:
+        if live.holder is None or self.closing or live.session_id in self._retiring:
+            return
+        now = trio.current_time()
+        session = live.session
+        if live.busy or (session is not None and _keeps_open(session)):
+            live.idle_since = now
+            return
+        if now - live.idle_since < idle_close:
+            return
+        async with live.opening:  # a task being started waits until this one is closed
+            if live.busy or live.holder is None or live.session_id in self._retiring:
+                return
+            logger.info(
+                "penguin server: closing session %s after %.0f s idle",
+                live.session_id,
+                now - live.idle_since,
+            )
+            await self._release(live)
+            live.holder = None
 
     # ------------------------------------------------------------------ tasks
 
@@ -548,6 +608,7 @@ class ServerSessions:
             live.interrupt = None
             live.task_scope = None
             live.approvals.deny_all()
+            live.idle_since = trio.current_time()
             live.channel.publish_server_event(_task_state("idle"))
             live.task_done.set()
 
@@ -688,6 +749,19 @@ class ServerSessions:
         async with trio.open_nursery() as closing:
             for live in lives:
                 closing.start_soon(self._release, live)
+
+
+def _sweep_interval(idle_close: float) -> float:
+    """How often idleness is checked: a quarter of ``idle_close``, within 0.05-30 s."""
+    return min(max(idle_close / 4, 0.05), _SWEEP_MAX)
+
+
+def _keeps_open(session: Session) -> bool:
+    """Whether a background command or background subagent of ``session`` is alive."""
+    environment = session.environment
+    if environment.has_running_background_subagents():
+        return True
+    return any(command.running for command in environment.list_background_commands())
 
 
 async def _check_workspace(workspace: str) -> None:
