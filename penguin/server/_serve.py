@@ -9,9 +9,10 @@ asyncio loop is created anywhere (starlette's and hypercorn's Trio paths only).
 
 :func:`run_server` is ``penguin server``: it prints the one line
 ``penguin server: http://H:PORT/?token=TOKEN`` on stdout, logs go to stderr, and it
-runs until SIGINT or SIGTERM; a second SIGINT during the shutdown stops at once
-(still ending every process). hypercorn's access log is off: it would record the
-``?token=`` query string (S1.2).
+runs until SIGINT or SIGTERM; a data root it cannot write is refused before it
+starts (:func:`unwritable_root`, one line naming the path, exit 1); a second SIGINT
+during the shutdown stops at once (still ending every process). hypercorn's access
+log is off: it would record the ``?token=`` query string (S1.2).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from penguin._concurrency import collapse_single
 
 from ._app import build_router
 from ._asgi import Guard
+from ._index import INDEX_FILE
 from ._sessions import IDLE_CLOSE, SHUTDOWN_GRACE, ServerSessions
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "open_server",
     "resolve_token",
     "run_server",
+    "unwritable_root",
 ]
 
 logger: Final = _log.child("server")
@@ -123,6 +126,34 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def unwritable_root(root: Path) -> str | None:
+    """Why the server cannot keep its data under ``root`` (one line naming the path), or None.
+
+    The root (created if missing), a probe file in it, and the index file if it exists
+    must all be writable: a read-only or unwritable root is refused at start, before
+    anything is served, rather than failing at the first write (issue 21 item 4).
+    """
+    index = root / INDEX_FILE
+    where = root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".penguin-write-probe-{os.getpid()}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+        if index.exists():
+            where = index
+            with open(index, "r+b"):
+                pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return f"the data root {where} is not writable: {reason}"
+    return None
 
 
 def _url_host(host: str) -> str:
@@ -205,6 +236,11 @@ async def run_server(options: ServerOptions, out: TextIO | None = None) -> int:
             "token can run commands as you",
             options.host,
         )
+    root = cfg.data_root(options.root)
+    refusal = await trio.to_thread.run_sync(unwritable_root, root)
+    if refusal is not None:
+        print(f"penguin server: {refusal}", file=sys.stderr)
+        return 1
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as outer:
             stopping = trio.Event()

@@ -55,7 +55,13 @@ from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
 from penguin.approval import DEFAULT_APPROVAL_MODE
 from penguin.environment import WorkspaceError
-from penguin.trace import find_session, read_trace, trace_files, trace_locations
+from penguin.trace import (
+    TraceWriteError,
+    find_session,
+    read_trace,
+    trace_files,
+    trace_locations,
+)
 
 from ._approvals import ApprovalRegistry, PendingApproval
 from ._approver import SessionApprover
@@ -119,14 +125,18 @@ class _Live:
     task_done: trio.Event = attrs.field(factory=trio.Event)
     idle_since: float = 0.0
     """``trio.current_time()`` when the session was last seen busy (or opened)."""
+    failure: str | None = None
+    """Why the last task failed (``trace write failed: …``); None after a task that did not."""
 
     def __attrs_post_init__(self) -> None:
         self.task_done.set()  # idle
 
     @property
-    def state(self) -> Literal["idle", "running"]:
-        """``running`` while a task runs."""
-        return "running" if self.running else "idle"
+    def state(self) -> Literal["idle", "running", "failed"]:
+        """``running`` while a task runs; ``failed`` after a task that failed, until the next."""
+        if self.running:
+            return "running"
+        return "idle" if self.failure is None else "failed"
 
     @property
     def session(self) -> Session | None:
@@ -134,7 +144,9 @@ class _Live:
         return None if self.holder is None else self.holder.session
 
 
-def _task_state(state: str) -> dict[str, object]:
+def _task_state(state: str, failure: str | None = None) -> dict[str, object]:
+    if failure is not None:
+        return {"type": "task_state", "state": state, "message": failure}
     return {"type": "task_state", "state": state}
 
 
@@ -574,16 +586,28 @@ class ServerSessions:
         task_status: trio.TaskStatus[None],
     ) -> None:
         interrupt = trio.Event()
+        writer = session.recorder.writer
+        failure: str | None = None
+        watching = trio.CancelScope()
+
+        async def end_on_trace_failure() -> None:
+            nonlocal failure
+            with watching:
+                failure = str(await writer.wait_failure())
+                interrupt.set()  # the trace has a gap: end the task (issue 21 item 4)
+
         approver = SessionApprover(
             self.index, live.session_id, live.approvals, session.environment.tool_permission
         )
         live.interrupt = interrupt
         live.running = True
+        live.failure = None
         live.task_done = trio.Event()
         try:
             with trio.CancelScope() as scope:
                 live.task_scope = scope
                 live.channel.publish_server_event(_task_state("running"))
+                self._nursery.start_soon(end_on_trace_failure)
                 task_status.started()
                 try:
                     await self.index.update(live.session_id, last_active_at=om.now_iso())
@@ -594,23 +618,44 @@ class ServerSessions:
                             published += 1
                             if published % _PUBLISH_SLICE == 0:
                                 await trio.lowlevel.checkpoint()
-                except Exception:
-                    logger.exception("penguin server: the task of %s failed", live.session_id)
+                except Exception as exc:
+                    trace_failure = _trace_failure(exc)
+                    if trace_failure is None:
+                        logger.exception("penguin server: the task of %s failed", live.session_id)
+                    else:
+                        failure = trace_failure
         finally:
+            watching.cancel()
             with trio.CancelScope(shield=True), trio.move_on_after(_FLUSH_GRACE):
                 try:
                     await session.flush_trace()
                     await self.index.update(live.session_id, last_active_at=om.now_iso())
                 except Exception:
                     logger.exception("penguin server: ending the task of %s", live.session_id)
+            if failure is None and writer.failure is not None:
+                failure = str(writer.failure)  # the task's last records, flushed just now
+            if failure is not None:
+                logger.warning("penguin server: task of %s failed: %s", live.session_id, failure)
+                # Its writer has a gap now: the next task reopens the session from what the
+                # trace holds, with a new writer, as after a restart.
+                self._nursery.start_soon(self._close_failed, live)
+            live.failure = failure
             live.running = False
             live.busy = False
             live.interrupt = None
             live.task_scope = None
             live.approvals.deny_all()
             live.idle_since = trio.current_time()
-            live.channel.publish_server_event(_task_state("idle"))
+            live.channel.publish_server_event(_task_state(live.state, failure))
             live.task_done.set()
+
+    async def _close_failed(self, live: _Live) -> None:
+        """Close the Session of a task whose trace write failed (a later task reopens it)."""
+        async with live.opening:
+            if live.busy or live.holder is None:
+                return
+            await self._release(live)
+            live.holder = None
 
     async def steer(self, session_id: str, text: str) -> None:
         """Deliver ``text`` to the running task between turns (S5.2); 409 when idle."""
@@ -749,6 +794,15 @@ class ServerSessions:
         async with trio.open_nursery() as closing:
             for live in lives:
                 closing.start_soon(self._release, live)
+
+
+def _trace_failure(exc: BaseException) -> str | None:
+    """``trace write failed: …`` when ``exc`` is (or holds only) a failed trace write."""
+    if isinstance(exc, TraceWriteError):
+        return str(exc)
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _trace_failure(exc.exceptions[0])
+    return None
 
 
 def _sweep_interval(idle_close: float) -> float:
