@@ -53,7 +53,7 @@ from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
-from penguin.approval import DEFAULT_APPROVAL_MODE
+from penguin.approval import DEFAULT_APPROVAL_MODE, AllowList, Answer
 from penguin.environment import WorkspaceError
 from penguin.trace import (
     TraceWriteError,
@@ -68,7 +68,7 @@ from ._approver import SessionApprover
 from ._channel import EventChannel, Subscriber, server_event_frame
 from ._errors import ApiError
 from ._index import SessionIndex, SessionRow
-from ._requests import CreateSession, UpdateSession
+from ._requests import CreateSession, Decision, UpdateSession
 from ._routes import AGENT_ID
 from ._scan import unindexed_sessions
 
@@ -125,6 +125,8 @@ class _Live:
     task_done: trio.Event = attrs.field(factory=trio.Event)
     idle_since: float = 0.0
     """``trio.current_time()`` when the session was last seen busy (or opened)."""
+    allow_list: AllowList = attrs.field(factory=AllowList)
+    """What the session allows without asking ("allow for the session"); kept in memory."""
     failure: str | None = None
     """Why the last task failed (``trace write failed: …``); None after a task that did not."""
 
@@ -315,6 +317,7 @@ class ServerSessions:
             "archived": row.archived,
             "state": "idle" if live is None else live.state,
             "pendingApprovalCount": 0 if live is None else len(live.approvals),
+            "allowList": [] if live is None else list(live.allow_list.entries()),
             "createdAt": row.created_at,
             "lastActiveAt": row.last_active_at,
             "hasTrace": has_trace,
@@ -597,7 +600,11 @@ class ServerSessions:
                 interrupt.set()  # the trace has a gap: end the task (issue 21 item 4)
 
         approver = SessionApprover(
-            self.index, live.session_id, live.approvals, session.environment.tool_permission
+            self.index,
+            live.session_id,
+            live.approvals,
+            session.environment.tool_permission,
+            allow_list=live.allow_list,
         )
         live.interrupt = interrupt
         live.running = True
@@ -682,12 +689,15 @@ class ServerSessions:
         live = await self._known(session_id)
         return [] if live is None else [p.describe() for p in live.approvals.pending]
 
-    async def decide(
-        self, session_id: str, call_id: str, decision: Literal["allow", "deny"]
-    ) -> None:
-        """Answer a pending call (S6.3); the first answer wins, later ones are 404."""
+    async def decide(self, session_id: str, call_id: str, decision: Decision) -> None:
+        """Answer a pending call (S6.3); the first answer wins, later ones are 404.
+
+        A denial's ``reason`` reaches the model in the denial output; an allow
+        ``for_session`` puts the call on the session's allow-list.
+        """
         live = await self._known(session_id)
-        if live is None or not live.approvals.answer(call_id, decision):
+        answer = Answer(decision.decision, for_session=decision.for_session, reason=decision.reason)
+        if live is None or not live.approvals.answer(call_id, answer):
             raise ApiError(
                 404,
                 "approval_not_found",

@@ -44,6 +44,7 @@ INFO_FIELDS = {
     "archived",
     "state",
     "pendingApprovalCount",
+    "allowList",
     "createdAt",
     "lastActiveAt",
     "hasTrace",
