@@ -70,7 +70,7 @@ from ._errors import ApiError
 from ._index import SessionIndex, SessionRow
 from ._requests import CreateSession, Decision, UpdateSession
 from ._routes import AGENT_ID
-from ._scan import unindexed_sessions
+from ._scan import task_title, unindexed_sessions
 
 __all__ = ["IDLE_CLOSE", "SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
 
@@ -573,6 +573,10 @@ class ServerSessions:
             )
         live.busy = True
         try:
+            if row.title is None:  # untitled: named after its first task
+                title = task_title(texts[0]) if texts else None
+                if title is not None:
+                    await self.index.update(session_id, title=title, title_set=True)
             session = await self._ensure_open(live, row)
             messages = [om.user_text(text) for text in texts]
             await self._nursery.start(self._run_task, live, session, messages)
