@@ -1189,6 +1189,7 @@ async function send(event) {
     } else {
       // The stream says when it runs (task_state); it may already have said it ended.
       await api("POST", `${base}/tasks`, { input: [{ type: "text", text }] });
+      if (!selected.info.title) refreshSessions(); // it is named after its first task now
     }
     input.value = "";
     growComposer();
