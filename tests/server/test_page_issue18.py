@@ -59,7 +59,7 @@ def open_session(page: Page, site: ThreadedServer, title: str) -> None:
 
 
 def decisions_in_trace(site: ThreadedServer, session_id: str) -> list[tuple[str, str]]:
-    found = []
+    found: list[tuple[str, str]] = []
     for path in trace_files(cfg.AgentPaths(site.root).traces_dir, session_id):
         for message in read_trace(path):
             if isinstance(message.payload, om.ApprovalDecisionPayload):
