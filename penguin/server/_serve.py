@@ -133,7 +133,9 @@ def unwritable_root(root: Path) -> str | None:
 
     The root (created if missing), a probe file in it, and the index file if it exists
     must all be writable: a read-only or unwritable root is refused at start, before
-    anything is served, rather than failing at the first write (issue 21 item 4).
+    anything is served, rather than failing at the first write (issue 21 item 4). The
+    words are those ``penguin run``, ``chat`` and ``batch`` use for the same refusal;
+    the check itself writes, so it holds for every user (root included) and file system.
     """
     index = root / INDEX_FILE
     where = root
@@ -151,8 +153,13 @@ def unwritable_root(root: Path) -> str | None:
             with open(index, "r+b"):
                 pass
     except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        return f"the data root {where} is not writable: {reason}"
+        existing = where
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if where is root and not existing.is_dir():
+            return f"the data root {root} cannot be used: {existing} is not a folder"
+        why = (exc.strerror or str(exc) or type(exc).__name__).lower()
+        return f"the data root {root} is not writable ({existing}: {why})"
     return None
 
 

@@ -287,7 +287,8 @@ async def test_21_4_an_unwritable_data_root_is_refused_at_start_naming_the_path(
     assert done.returncode == 1
     assert done.stdout == b""
     assert done.stderr.decode() == (
-        f"penguin server: the data root {blocker / 'root'} is not writable: Not a directory\n"
+        f"penguin server: the data root {blocker / 'root'} cannot be used: {blocker} is not a "
+        "folder\n"
     )
 
 
@@ -322,5 +323,5 @@ async def test_21_4_a_read_only_root_a_server_ran_on_is_refused_in_one_line(
         done = await _server_exit(root)
     assert done.returncode == 1
     assert done.stderr.decode() == (
-        f"penguin server: the data root {root} is not writable: Read-only file system\n"
+        f"penguin server: the data root {root} is not writable ({root}: read-only file system)\n"
     )
