@@ -325,3 +325,20 @@ async def test_21_4_a_read_only_root_a_server_ran_on_is_refused_in_one_line(
     assert done.stderr.decode() == (
         f"penguin server: the data root {root} is not writable ({root}: read-only file system)\n"
     )
+
+
+async def test_21_3_idle_close_is_an_option_and_a_negative_one_exits_1(root: Path) -> None:
+    done = await trio.run_process(
+        [sys.executable, "-m", "penguin", "server", "--root", str(root), "--idle-close", "-5"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        "penguin server: --idle-close must be 0 or more seconds, not -5.0\n"
+    )
+    helped = await trio.run_process(
+        [sys.executable, "-m", "penguin", "server", "--help"], capture_stdout=True, check=False
+    )
+    assert "--idle-close SECONDS" in helped.stdout.decode()
