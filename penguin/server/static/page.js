@@ -1331,6 +1331,11 @@ async function start() {
   $("confirm-no").addEventListener("click", () => { $("confirm-delete").hidden = true; });
   $("archived-toggle").addEventListener("click", showArchived);
   $("conversation").addEventListener("scroll", () => { following = atBottom(); }, { passive: true });
+  // Expanding an output moves the bottom away without a scroll: what arrives next then
+  // waits below until the person scrolls down or sends.
+  $("log").addEventListener("click", (event) => {
+    if (event.target.closest(".output-toggle")) following = atBottom();
+  });
   $("sidebar-toggle").addEventListener("click", toggleSidebar);
   $("main").addEventListener("click", (event) => {
     if (document.body.classList.contains("sidebar-open") && !$("sidebar-toggle").contains(event.target)) {
