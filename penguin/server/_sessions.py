@@ -32,7 +32,10 @@ server's work lives, so nothing a session starts outlives the server:
 
 Faults stay inside their session: a task that raises is logged on stderr and the
 session goes back to ``idle``; a model that fails ends the task with its stop
-reason, as the stream shows.
+reason, as the stream shows. A trace write the disk refuses (the trace writer's
+``failure``) interrupts the task: it ends ``failed`` with ``trace write failed: …`` as
+its ``task_state`` message, and the Session is closed so that the next task reopens it
+from what the trace holds.
 """
 
 from __future__ import annotations
