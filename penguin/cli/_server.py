@@ -80,6 +80,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="with a wildcard --host (0.0.0.0 or ::), also accept requests whose Host header "
         "is NAME (repeatable); protects against DNS rebinding",
     )
+    parser.add_argument(
+        "--idle-close",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="close a session's environment (its MCP servers and everything it started) "
+        "after SECONDS with no task running and no background command alive; its next "
+        "task reopens it from its trace (default 1800; 0 = never)",
+    )
     parser.set_defaults(handler=_main)
 
 
@@ -93,6 +102,12 @@ def _main(args: argparse.Namespace) -> int:
     if PROJECT_ID.fullmatch(args.project_id) is None:
         print(f"penguin server: invalid --project-id {args.project_id!r}", file=sys.stderr)
         return 1
+    if not args.idle_close >= 0:  # also refuses nan
+        print(
+            f"penguin server: --idle-close must be 0 or more seconds, not {args.idle_close}",
+            file=sys.stderr,
+        )
+        return 1
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     server_log = _log.child("server")
@@ -105,5 +120,6 @@ def _main(args: argparse.Namespace) -> int:
         root=args.root,
         project_id=args.project_id,
         allow_hosts=tuple(args.allow_host),
+        idle_close=args.idle_close or None,
     )
     return trio.run(run_server, options)

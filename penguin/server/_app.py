@@ -215,7 +215,7 @@ def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Ro
     async def decide(request: Request) -> Response:
         ids = _ids(request)
         body = decision_request(await request.body())
-        await sessions.decide(ids["session"], ids["call"], body.decision)
+        await sessions.decide(ids["session"], ids["call"], body)
         return Response(status_code=204)
 
     async def stream(request: Request) -> Response:

@@ -4,7 +4,10 @@ When a session's approver needs a person, it calls :meth:`ApprovalRegistry.ask`:
 the call is registered as pending under its ``tool_call_id`` (and its ``origin``, the
 child session ids of a subagent's call), ``on_request`` is told (the session
 publishes ``approval_request``), and the caller waits — with no timeout — until
-:meth:`~ApprovalRegistry.answer` gives the verdict. The first answer wins: an
+:meth:`~ApprovalRegistry.answer` gives the verdict — with a person's reason for a
+denial, or "for the session" for an allow, as an :class:`~penguin.approval.Answer`
+(``ask`` returns one, and the session's approver turns it into the denial output or
+an allow-list entry). The first answer wins: an
 answered call leaves the registry, so a second answer finds nothing (404
 ``approval_not_found``).
 
@@ -29,6 +32,7 @@ import attrs
 import trio
 
 from penguin import protocol as om
+from penguin.approval import Answer
 
 __all__ = ["ApprovalRegistry", "PendingApproval"]
 
@@ -42,7 +46,7 @@ class PendingApproval:
 
     call: om.OmniMessage[om.ToolCallPayload]
     decided: trio.Event = attrs.field(factory=trio.Event)
-    verdict: Verdict = "deny"
+    answer: Answer = attrs.field(factory=lambda: Answer("deny"))
     waiters: int = 0
 
     @property
@@ -83,8 +87,12 @@ class ApprovalRegistry:
     def __len__(self) -> int:
         return len(self._pending)
 
-    async def ask(self, call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
-        """Park ``call`` until it is answered; the verdict (``allow`` or ``deny``)."""
+    async def ask(self, call: om.OmniMessage[om.ToolCallPayload]) -> Verdict | Answer:
+        """Park ``call`` until it is answered: the verdict, or the whole :class:`Answer`.
+
+        A plain ``allow`` or ``deny`` is returned as the verdict; one with a reason or
+        "for the session" as the :class:`~penguin.approval.Answer` it was given as.
+        """
         if self.closed:
             await trio.lowlevel.checkpoint()
             return "deny"
@@ -99,14 +107,16 @@ class ApprovalRegistry:
         finally:
             pending.waiters -= 1
             if not pending.decided.is_set() and pending.waiters == 0:
-                self._resolve(key, pending, "deny")  # withdrawn: nobody waits for it any more
-        return pending.verdict
+                self._resolve(key, pending, Answer("deny"))  # withdrawn: nobody waits any more
+        answer = pending.answer
+        return answer if answer.reason or answer.for_session else answer.verdict
 
-    def answer(self, tool_call_id: str, decision: Verdict) -> bool:
-        """Give the first pending call named ``tool_call_id`` its verdict; False if none."""
+    def answer(self, tool_call_id: str, decision: Verdict | Answer) -> bool:
+        """Give the first pending call named ``tool_call_id`` its answer; False if none."""
+        answer = decision if isinstance(decision, Answer) else Answer(decision)
         for key, pending in self._pending.items():
             if key[1] == tool_call_id:
-                self._resolve(key, pending, decision)
+                self._resolve(key, pending, answer)
                 return True
         return False
 
@@ -114,7 +124,7 @@ class ApprovalRegistry:
         """Deny every pending call; how many there were."""
         entries = list(self._pending.items())
         for key, pending in entries:
-            self._resolve(key, pending, "deny")
+            self._resolve(key, pending, Answer("deny"))
         return len(entries)
 
     def close(self) -> None:
@@ -123,11 +133,11 @@ class ApprovalRegistry:
         self.deny_all()
 
     def _resolve(
-        self, key: tuple[tuple[str, ...], str], pending: PendingApproval, verdict: Verdict
+        self, key: tuple[tuple[str, ...], str], pending: PendingApproval, answer: Answer
     ) -> None:
         if self._pending.get(key) is not pending:
             return
         del self._pending[key]
-        pending.verdict = verdict
+        pending.answer = answer
         pending.decided.set()
-        self._on_resolved(pending.tool_call_id, verdict)
+        self._on_resolved(pending.tool_call_id, answer.verdict)

@@ -14,7 +14,9 @@ A session's events — every message its runs yield, and the server events
   *everything* queued at once (:meth:`Subscriber.next_batch`), so events published
   while a write is in progress go out together in the next write: a reader that keeps
   reading is never dropped by a burst. A subscriber whose queue would overflow is
-  disconnected instead — the session never waits for it.
+  disconnected instead — the session never waits for it. An empty queue takes any one
+  event, however large, so one event bigger than the byte bound still reaches a
+  subscriber that is keeping up.
 
 :meth:`EventChannel.subscribe` is atomic (no checkpoint): a new subscriber first gets
 the events after its ``Last-Event-ID`` when they are still buffered, else one
@@ -123,7 +125,11 @@ class Subscriber:
         """Queue one published frame, or disconnect the subscriber if it would overflow."""
         if self.closed:
             return
-        if len(self._queue) + 1 > self._max_events or self._bytes + len(frame) > self._max_bytes:
+        # An empty queue takes any one frame, however large: a single event bigger than
+        # the byte bound (a 9 MiB answer) is not a subscriber falling behind.
+        if self._queue and (
+            len(self._queue) + 1 > self._max_events or self._bytes + len(frame) > self._max_bytes
+        ):
             self.overflowed = True
             self._queue.clear()
             self._initial.clear()

@@ -236,17 +236,33 @@ def steer_request(raw: bytes) -> Steer:
 @final
 @attrs.frozen
 class Decision:
-    """``POST /api/sessions/{id}/approvals/{toolCallId}``: the answer to a pending call."""
+    """``POST /api/sessions/{id}/approvals/{toolCallId}``: the answer to a pending call.
+
+    ``reason`` (a ``deny`` only) is told to the model in the denial output;
+    ``for_session`` (an ``allow`` only) puts the call on the session's allow-list.
+    """
 
     decision: Literal["allow", "deny"]
+    reason: str | None = None
+    for_session: bool = False
 
 
 def decision_request(raw: bytes) -> Decision:
-    """Read ``{"decision": "allow" | "deny"}``."""
-    body = _fields(decode_json(raw), ("decision",))
+    """Read ``{"decision": "allow" | "deny", "reason"?: R, "forSession"?: bool}``."""
+    body = _fields(decode_json(raw), ("decision", "reason", "forSession"))
     value = body.get("decision")
-    if value == "allow":
-        return Decision("allow")
-    if value == "deny":
-        return Decision("deny")
-    raise _invalid('The field \'decision\' is required and must be "allow" or "deny".')
+    if value not in ("allow", "deny"):
+        raise _invalid('The field \'decision\' is required and must be "allow" or "deny".')
+    reason = _string(body, "reason")
+    if reason is not None and value != "deny":
+        raise _invalid("The field 'reason' goes with \"deny\" only.")
+    for_session = body.get("forSession")
+    if for_session is not None and not isinstance(for_session, bool):
+        raise _invalid(f"The field 'forSession' must be a boolean, not {_kind(for_session)}.")
+    if for_session and value != "allow":
+        raise _invalid("The field 'forSession' goes with \"allow\" only.")
+    return Decision(
+        "allow" if value == "allow" else "deny",
+        reason=reason.strip() or None if reason is not None else None,
+        for_session=bool(for_session),
+    )

@@ -6,7 +6,9 @@ that it does not know yet, with mode ``allow-all``. A session is known by the fi
 record of its first trace file (its ``session_meta``); subagent children
 (``source: "subagent"``) are part of their parent's work, not sessions of their own,
 and are skipped, as are directories and ids that do not have the shapes the API
-accepts. Blocking: run it in a worker thread.
+accepts. A session found this way is titled after its first task (:func:`task_title`
+of the trace's first user text), as a session the server runs is at its first task.
+Blocking: run it in a worker thread.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import time
 from collections.abc import Collection
 from pathlib import Path
+from typing import Final
 
 from penguin import protocol as om
 from penguin.approval import DEFAULT_APPROVAL_MODE
@@ -23,7 +26,23 @@ from penguin.trace import TraceLocation, trace_locations
 from ._index import SessionRow
 from ._routes import AGENT_ID, PROJECT_ID, valid_session_id
 
-__all__ = ["iso_time", "unindexed_sessions"]
+__all__ = ["TITLE_CHARS", "iso_time", "task_title", "unindexed_sessions"]
+
+TITLE_CHARS: Final = 60
+"""The longest title :func:`task_title` makes (an ellipsis ends a longer one)."""
+_FIRST_RECORDS: Final = 50
+"""How many records of a trace are read looking for its first task."""
+
+
+def task_title(text: str) -> str | None:
+    """A session's title from its first task: the first non-blank line, spaces collapsed."""
+    for line in text.splitlines():
+        words = " ".join(line.split())
+        if words:
+            if len(words) > TITLE_CHARS:
+                return words[: TITLE_CHARS - 1].rstrip() + "…"
+            return words
+    return None
 
 
 def iso_time(epoch_seconds: float) -> str:
@@ -40,19 +59,41 @@ def _directories(parent: Path) -> list[Path]:
         return []
 
 
-def _first_record(path: Path) -> om.OmniMessage[om.Payload] | None:
+def _first_records(path: Path) -> list[om.OmniMessage[om.Payload]]:
+    """The first record, and then those up to the first user text (at most a few dozen)."""
+    found: list[om.OmniMessage[om.Payload]] = []
     try:
         with open(path, "rb") as file:
             for line in file:
-                if line.strip():
-                    return om.loads(line)
-    except (OSError, om.ProtocolError):
-        return None
+                if not line.strip():
+                    continue
+                try:
+                    found.append(om.loads(line))
+                except om.ProtocolError:
+                    break
+                payload = found[-1].payload
+                if len(found) >= _FIRST_RECORDS or (
+                    isinstance(payload, om.TextPayload)
+                    and payload.role == "user"
+                    and payload.sender is None
+                ):
+                    break
+    except OSError:
+        return found
+    return found
+
+
+def _title(records: list[om.OmniMessage[om.Payload]]) -> str | None:
+    for record in records[1:]:
+        payload = record.payload
+        if isinstance(payload, om.TextPayload) and payload.role == "user" and not record.origin:
+            return task_title(payload.text)
     return None
 
 
 def _row_for(project_id: str, agent_id: str, locations: list[TraceLocation]) -> SessionRow | None:
-    first = _first_record(locations[0].path)
+    records = _first_records(locations[0].path)
+    first = records[0] if records else None
     if first is None or not isinstance(first.payload, om.SessionMetaPayload):
         return None
     meta = first.payload
@@ -73,7 +114,7 @@ def _row_for(project_id: str, agent_id: str, locations: list[TraceLocation]) -> 
         model_id=meta.model_id,
         workspace=meta.workspace,
         approval_mode=DEFAULT_APPROVAL_MODE,
-        title=None,
+        title=_title(records),
         archived=False,
         created_at=first.timestamp,
         last_active_at=max(last_active, first.timestamp),

@@ -9,9 +9,10 @@ asyncio loop is created anywhere (starlette's and hypercorn's Trio paths only).
 
 :func:`run_server` is ``penguin server``: it prints the one line
 ``penguin server: http://H:PORT/?token=TOKEN`` on stdout, logs go to stderr, and it
-runs until SIGINT or SIGTERM; a second SIGINT during the shutdown stops at once
-(still ending every process). hypercorn's access log is off: it would record the
-``?token=`` query string (S1.2).
+runs until SIGINT or SIGTERM; a data root it cannot write is refused before it
+starts (:func:`unwritable_root`, one line naming the path, exit 1); a second SIGINT
+during the shutdown stops at once (still ending every process). hypercorn's access
+log is off: it would record the ``?token=`` query string (S1.2).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from penguin._concurrency import collapse_single
 
 from ._app import build_router
 from ._asgi import Guard
-from ._sessions import SHUTDOWN_GRACE, ServerSessions
+from ._index import INDEX_FILE
+from ._sessions import IDLE_CLOSE, SHUTDOWN_GRACE, ServerSessions
 
 __all__ = [
     "DEFAULT_HOST",
@@ -52,6 +54,7 @@ __all__ = [
     "open_server",
     "resolve_token",
     "run_server",
+    "unwritable_root",
 ]
 
 logger: Final = _log.child("server")
@@ -80,6 +83,8 @@ class ServerOptions:
     token: str | None = None
     """None: ``$PENGUIN_SERVER_TOKEN`` when set and non-empty, else a new random one."""
     grace: float = SHUTDOWN_GRACE
+    idle_close: float | None = IDLE_CLOSE
+    """Seconds after which an idle session's Environment is closed; None: never."""
 
 
 @final
@@ -123,6 +128,41 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def unwritable_root(root: Path) -> str | None:
+    """Why the server cannot keep its data under ``root`` (one line naming the path), or None.
+
+    The root (created if missing), a probe file in it, and the index file if it exists
+    must all be writable: a read-only or unwritable root is refused at start, before
+    anything is served, rather than failing at the first write (issue 21 item 4). The
+    words are those ``penguin run``, ``chat`` and ``batch`` use for the same refusal;
+    the check itself writes, so it holds for every user (root included) and file system.
+    """
+    index = root / INDEX_FILE
+    where = root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".penguin-write-probe-{os.getpid()}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+        if index.exists():
+            where = index
+            with open(index, "r+b"):
+                pass
+    except OSError as exc:
+        existing = where
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if where is root and not existing.is_dir():
+            return f"the data root {root} cannot be used: {existing} is not a folder"
+        why = (exc.strerror or str(exc) or type(exc).__name__).lower()
+        return f"the data root {root} is not writable ({existing}: {why})"
+    return None
+
+
 def _url_host(host: str) -> str:
     bare = host.strip("[]")
     return f"[{bare}]" if ":" in bare else bare
@@ -159,7 +199,9 @@ async def open_server(options: ServerOptions = ServerOptions()) -> AsyncIterator
         )
     with collapse_single():
         async with (
-            ServerSessions.open(options.root, grace=options.grace) as sessions,
+            ServerSessions.open(
+                options.root, grace=options.grace, idle_close=options.idle_close
+            ) as sessions,
             _serving(options, sessions, token) as server,
         ):
             yield server
@@ -201,6 +243,11 @@ async def run_server(options: ServerOptions, out: TextIO | None = None) -> int:
             "token can run commands as you",
             options.host,
         )
+    root = cfg.data_root(options.root)
+    refusal = await trio.to_thread.run_sync(unwritable_root, root)
+    if refusal is not None:
+        print(f"penguin server: {refusal}", file=sys.stderr)
+        return 1
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as outer:
             stopping = trio.Event()

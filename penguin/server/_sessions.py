@@ -15,6 +15,12 @@ server's work lives, so nothing a session starts outlives the server:
 - **Approvals**: each session has an :class:`~._approvals.ApprovalRegistry`; its runs
   are approved by a :class:`~._approver.SessionApprover` that reads the mode from the
   index on every decision.
+- **Idleness** (``idle_close`` seconds, ``penguin server --idle-close``): a session
+  whose Session is open with no task running and no background command or background
+  subagent alive for that long is closed — its Environment ends its MCP servers and
+  everything else it started — and stays listed; its next task reopens it from its
+  trace, as after a restart. The sweep runs every :func:`_sweep_interval` seconds and
+  takes the session's ``opening`` lock, so it never races a task that is starting.
 - **Stopping.** Abort sets the run's interrupt and denies what is pending (in that
   order, so the denied calls record no decision: S6.6). DELETE does that, waits for
   the task, closes the session (its Environment kills every process it started),
@@ -26,7 +32,10 @@ server's work lives, so nothing a session starts outlives the server:
 
 Faults stay inside their session: a task that raises is logged on stderr and the
 session goes back to ``idle``; a model that fails ends the task with its stop
-reason, as the stream shows.
+reason, as the stream shows. A trace write the disk refuses (the trace writer's
+``failure``) interrupts the task: it ends ``failed`` with ``trace write failed: …`` as
+its ``task_state`` message, and the Session is closed so that the next task reopens it
+from what the trace holds.
 """
 
 from __future__ import annotations
@@ -47,20 +56,26 @@ from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
-from penguin.approval import DEFAULT_APPROVAL_MODE
+from penguin.approval import DEFAULT_APPROVAL_MODE, AllowList, Answer
 from penguin.environment import WorkspaceError
-from penguin.trace import find_session, read_trace, trace_files, trace_locations
+from penguin.trace import (
+    TraceWriteError,
+    find_session,
+    read_trace,
+    trace_files,
+    trace_locations,
+)
 
 from ._approvals import ApprovalRegistry, PendingApproval
 from ._approver import SessionApprover
 from ._channel import EventChannel, Subscriber, server_event_frame
 from ._errors import ApiError
 from ._index import SessionIndex, SessionRow
-from ._requests import CreateSession, UpdateSession
+from ._requests import CreateSession, Decision, UpdateSession
 from ._routes import AGENT_ID
-from ._scan import unindexed_sessions
+from ._scan import task_title, unindexed_sessions
 
-__all__ = ["SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
+__all__ = ["IDLE_CLOSE", "SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
 
 logger: Final = _log.child("server")
 
@@ -72,6 +87,9 @@ _FLUSH_GRACE: Final = 5.0
 _PUBLISH_SLICE: Final = 32
 """Messages a task publishes before it lets the subscribers' writers run."""
 _PROBE_GRACE: Final = 2.0
+IDLE_CLOSE: Final = 1800.0
+"""Seconds an open session may sit idle before its Environment is closed (S1.1)."""
+_SWEEP_MAX: Final = 30.0
 
 Opener = Callable[[], AbstractAsyncContextManager[Session]]
 
@@ -108,14 +126,22 @@ class _Live:
     interrupt: trio.Event | None = None
     task_scope: trio.CancelScope | None = None
     task_done: trio.Event = attrs.field(factory=trio.Event)
+    idle_since: float = 0.0
+    """``trio.current_time()`` when the session was last seen busy (or opened)."""
+    allow_list: AllowList = attrs.field(factory=AllowList)
+    """What the session allows without asking ("allow for the session"); kept in memory."""
+    failure: str | None = None
+    """Why the last task failed (``trace write failed: …``); None after a task that did not."""
 
     def __attrs_post_init__(self) -> None:
         self.task_done.set()  # idle
 
     @property
-    def state(self) -> Literal["idle", "running"]:
-        """``running`` while a task runs."""
-        return "running" if self.running else "idle"
+    def state(self) -> Literal["idle", "running", "failed"]:
+        """``running`` while a task runs; ``failed`` after a task that failed, until the next."""
+        if self.running:
+            return "running"
+        return "idle" if self.failure is None else "failed"
 
     @property
     def session(self) -> Session | None:
@@ -123,7 +149,9 @@ class _Live:
         return None if self.holder is None else self.holder.session
 
 
-def _task_state(state: str) -> dict[str, object]:
+def _task_state(state: str, failure: str | None = None) -> dict[str, object]:
+    if failure is not None:
+        return {"type": "task_state", "state": state, "message": failure}
     return {"type": "task_state", "state": state}
 
 
@@ -143,11 +171,16 @@ class ServerSessions:
         *,
         epoch: str,
         grace: float = SHUTDOWN_GRACE,
+        idle_close: float | None = IDLE_CLOSE,
     ) -> None:
         self.root = root
         self.index = index
         self.epoch = epoch
         self.grace = grace
+        self.idle_close = idle_close
+        """Seconds of idleness after which an open session is closed; None: never."""
+        self.sweeps = 0
+        """How many idle sweeps have run (tests wait on it)."""
         self._nursery = nursery
         self._agents: dict[tuple[str, str], Agent] = {}
         self._live: dict[str, _Live] = {}
@@ -162,12 +195,14 @@ class ServerSessions:
         *,
         epoch: str | None = None,
         grace: float = SHUTDOWN_GRACE,
+        idle_close: float | None = IDLE_CLOSE,
     ) -> AsyncIterator[ServerSessions]:
         """Open the index under ``root``, index unlisted traces, and serve until the block ends.
 
         Leaving the block is the shutdown of S1.4: pending approvals denied, tasks
         interrupted and given ``grace`` seconds, every session closed (and with it
-        every process), then whatever is left cancelled.
+        every process), then whatever is left cancelled. ``idle_close`` is the idleness
+        after which an open session is closed (None: never; see the module docstring).
         """
         root_path = cfg.data_root(root)
         index = await SessionIndex.open(root_path)
@@ -175,9 +210,16 @@ class ServerSessions:
             with collapse_single():
                 async with trio.open_nursery() as nursery:
                     sessions = cls(
-                        root_path, index, nursery, epoch=epoch or new_epoch(), grace=grace
+                        root_path,
+                        index,
+                        nursery,
+                        epoch=epoch or new_epoch(),
+                        grace=grace,
+                        idle_close=idle_close,
                     )
                     await sessions.index_unlisted()
+                    if idle_close is not None:
+                        nursery.start_soon(sessions._close_idle, idle_close)
                     try:
                         yield sessions
                     finally:
@@ -278,6 +320,7 @@ class ServerSessions:
             "archived": row.archived,
             "state": "idle" if live is None else live.state,
             "pendingApprovalCount": 0 if live is None else len(live.approvals),
+            "allowList": [] if live is None else list(live.allow_list.entries()),
             "createdAt": row.created_at,
             "lastActiveAt": row.last_active_at,
             "hasTrace": has_trace,
@@ -325,7 +368,9 @@ class ServerSessions:
         except BaseException:
             holder.release.set()
             raise
-        self._live_for(row.session_id).holder = holder
+        live = self._live_for(row.session_id)
+        live.holder = holder
+        live.idle_since = trio.current_time()
         return await self._info(row, has_trace=True)
 
     async def list_sessions(
@@ -477,7 +522,40 @@ class ServerSessions:
                     f"Session {row.session_id!r} has no readable trace to resume from: {exc}",
                 ) from exc
             live.holder = holder
+            live.idle_since = trio.current_time()
             return session
+
+    # ------------------------------------------------------------------ idleness
+
+    async def _close_idle(self, idle_close: float) -> None:
+        """Close every session idle for ``idle_close`` seconds, forever (the nursery's task)."""
+        interval = _sweep_interval(idle_close)
+        while True:
+            await trio.sleep(interval)
+            for live in list(self._live.values()):
+                await self._close_if_idle(live, idle_close)
+            self.sweeps += 1
+
+    async def _close_if_idle(self, live: _Live, idle_close: float) -> None:
+        if live.holder is None or self.closing or live.session_id in self._retiring:
+            return
+        now = trio.current_time()
+        session = live.session
+        if live.busy or (session is not None and _keeps_open(session)):
+            live.idle_since = now
+            return
+        if now - live.idle_since < idle_close:
+            return
+        async with live.opening:  # a task being started waits until this one is closed
+            if live.busy or live.holder is None or live.session_id in self._retiring:
+                return
+            logger.info(
+                "penguin server: closing session %s after %.0f s idle",
+                live.session_id,
+                now - live.idle_since,
+            )
+            await self._release(live)
+            live.holder = None
 
     # ------------------------------------------------------------------ tasks
 
@@ -498,6 +576,10 @@ class ServerSessions:
             )
         live.busy = True
         try:
+            if row.title is None:  # untitled: named after its first task
+                title = task_title(texts[0]) if texts else None
+                if title is not None:
+                    await self.index.update(session_id, title=title, title_set=True)
             session = await self._ensure_open(live, row)
             messages = [om.user_text(text) for text in texts]
             await self._nursery.start(self._run_task, live, session, messages)
@@ -514,16 +596,32 @@ class ServerSessions:
         task_status: trio.TaskStatus[None],
     ) -> None:
         interrupt = trio.Event()
+        writer = session.recorder.writer
+        failure: str | None = None
+        watching = trio.CancelScope()
+
+        async def end_on_trace_failure() -> None:
+            nonlocal failure
+            with watching:
+                failure = str(await writer.wait_failure())
+                interrupt.set()  # the trace has a gap: end the task (issue 21 item 4)
+
         approver = SessionApprover(
-            self.index, live.session_id, live.approvals, session.environment.tool_permission
+            self.index,
+            live.session_id,
+            live.approvals,
+            session.environment.tool_permission,
+            allow_list=live.allow_list,
         )
         live.interrupt = interrupt
         live.running = True
+        live.failure = None
         live.task_done = trio.Event()
         try:
             with trio.CancelScope() as scope:
                 live.task_scope = scope
                 live.channel.publish_server_event(_task_state("running"))
+                self._nursery.start_soon(end_on_trace_failure)
                 task_status.started()
                 try:
                     await self.index.update(live.session_id, last_active_at=om.now_iso())
@@ -534,22 +632,44 @@ class ServerSessions:
                             published += 1
                             if published % _PUBLISH_SLICE == 0:
                                 await trio.lowlevel.checkpoint()
-                except Exception:
-                    logger.exception("penguin server: the task of %s failed", live.session_id)
+                except Exception as exc:
+                    trace_failure = _trace_failure(exc)
+                    if trace_failure is None:
+                        logger.exception("penguin server: the task of %s failed", live.session_id)
+                    else:
+                        failure = trace_failure
         finally:
+            watching.cancel()
             with trio.CancelScope(shield=True), trio.move_on_after(_FLUSH_GRACE):
                 try:
                     await session.flush_trace()
                     await self.index.update(live.session_id, last_active_at=om.now_iso())
                 except Exception:
                     logger.exception("penguin server: ending the task of %s", live.session_id)
+            if failure is None and writer.failure is not None:
+                failure = str(writer.failure)  # the task's last records, flushed just now
+            if failure is not None:
+                logger.warning("penguin server: task of %s failed: %s", live.session_id, failure)
+                # Its writer has a gap now: the next task reopens the session from what the
+                # trace holds, with a new writer, as after a restart.
+                self._nursery.start_soon(self._close_failed, live)
+            live.failure = failure
             live.running = False
             live.busy = False
             live.interrupt = None
             live.task_scope = None
             live.approvals.deny_all()
-            live.channel.publish_server_event(_task_state("idle"))
+            live.idle_since = trio.current_time()
+            live.channel.publish_server_event(_task_state(live.state, failure))
             live.task_done.set()
+
+    async def _close_failed(self, live: _Live) -> None:
+        """Close the Session of a task whose trace write failed (a later task reopens it)."""
+        async with live.opening:
+            if live.busy or live.holder is None:
+                return
+            await self._release(live)
+            live.holder = None
 
     async def steer(self, session_id: str, text: str) -> None:
         """Deliver ``text`` to the running task between turns (S5.2); 409 when idle."""
@@ -576,12 +696,15 @@ class ServerSessions:
         live = await self._known(session_id)
         return [] if live is None else [p.describe() for p in live.approvals.pending]
 
-    async def decide(
-        self, session_id: str, call_id: str, decision: Literal["allow", "deny"]
-    ) -> None:
-        """Answer a pending call (S6.3); the first answer wins, later ones are 404."""
+    async def decide(self, session_id: str, call_id: str, decision: Decision) -> None:
+        """Answer a pending call (S6.3); the first answer wins, later ones are 404.
+
+        A denial's ``reason`` reaches the model in the denial output; an allow
+        ``for_session`` puts the call on the session's allow-list.
+        """
         live = await self._known(session_id)
-        if live is None or not live.approvals.answer(call_id, decision):
+        answer = Answer(decision.decision, for_session=decision.for_session, reason=decision.reason)
+        if live is None or not live.approvals.answer(call_id, answer):
             raise ApiError(
                 404,
                 "approval_not_found",
@@ -688,6 +811,28 @@ class ServerSessions:
         async with trio.open_nursery() as closing:
             for live in lives:
                 closing.start_soon(self._release, live)
+
+
+def _trace_failure(exc: BaseException) -> str | None:
+    """``trace write failed: …`` when ``exc`` is (or holds only) a failed trace write."""
+    if isinstance(exc, TraceWriteError):
+        return str(exc)
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _trace_failure(exc.exceptions[0])
+    return None
+
+
+def _sweep_interval(idle_close: float) -> float:
+    """How often idleness is checked: a quarter of ``idle_close``, within 0.05-30 s."""
+    return min(max(idle_close / 4, 0.05), _SWEEP_MAX)
+
+
+def _keeps_open(session: Session) -> bool:
+    """Whether a background command or background subagent of ``session`` is alive."""
+    environment = session.environment
+    if environment.has_running_background_subagents():
+        return True
+    return any(command.running for command in environment.list_background_commands())
 
 
 async def _check_workspace(workspace: str) -> None:

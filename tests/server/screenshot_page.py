@@ -145,7 +145,9 @@ def main() -> None:
                 page.fill("#composer-input", TASK)
                 page.press("#composer-input", "Enter")
                 for done in (1, 2):
-                    page.locator(".call.pending").get_by_role("button", name="Allow").click()
+                    page.locator(".call.pending").get_by_role(
+                        "button", name="Allow", exact=True
+                    ).click()
                     expect(page.locator(".call.ok")).to_have_count(done, timeout=20_000)
                 expect(page.locator(".call.pending")).to_have_count(1, timeout=20_000)
                 expect(page.locator(".output.collapsed")).to_have_count(1)

@@ -3,6 +3,7 @@ decisions through the API, subagents through the parent, and every decision in t
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -309,3 +310,129 @@ async def test_s6_8_task_state_and_approval_resolved_are_published(
     ]
     states = [e.data["state"] for e in stream.seen if e.type == "task_state"]
     assert states == ["idle", "running", "idle"]
+
+
+# --------------------------------------------------------------------------- issue 18 item 1
+
+
+def tool_outputs(stream: EventStream) -> dict[str, str]:
+    return {
+        e.data["payload"]["tool_call_id"]: e.data["payload"]["output"]
+        for e in stream.seen
+        if e.type == "tool_call_output" and e.data["payload"].get("stop_reason") is not None
+    }
+
+
+async def test_18_1_deny_with_a_reason_tells_the_model_why(
+    client: httpx.AsyncClient, model: ScriptedModel, workspace: Path
+) -> None:
+    task = model.script("make x", calls(exec_command("touch x")), say("Understood."))
+    sid = (await create_session(client, approvalMode="always-ask", workspace=str(workspace)))[
+        "sessionId"
+    ]
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, task)
+        asked = await stream.until_type("approval_request")
+        response = await client.post(
+            f"/api/sessions/{sid}/approvals/{call_id_of(asked)}",
+            json={"decision": "deny", "reason": "  not in my workspace, please  "},
+        )
+        assert response.status_code == 204
+        await stream.until_idle()
+    assert [d["decision"] for d in decisions(stream).values()] == ["deny"]
+    denial = "Tool call denied by user. Reason: not in my workspace, please"
+    assert tool_outputs(stream) == {call_id_of(asked): denial}
+    assert not (workspace / "x").exists()
+    tool_messages = [m for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
+    assert [m["content"] for m in tool_messages] == [denial]
+
+
+async def test_18_1_allow_for_the_session_fills_the_allow_list_shown_in_the_session(
+    client: httpx.AsyncClient, model: ScriptedModel, workspace: Path
+) -> None:
+    task = model.script(
+        "three commands",
+        calls(exec_command("echo one")),
+        calls(exec_command("echo two | cat")),
+        calls(exec_command("echo three; touch z")),
+        say("Done."),
+    )
+    sid = (await create_session(client, approvalMode="always-ask", workspace=str(workspace)))[
+        "sessionId"
+    ]
+    assert (await client.get(f"/api/sessions/{sid}")).json()["session"]["allowList"] == []
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, task)
+        first = await stream.until_type("approval_request")
+        response = await client.post(
+            f"/api/sessions/{sid}/approvals/{call_id_of(first)}",
+            json={"decision": "allow", "forSession": True},
+        )
+        assert response.status_code == 204
+        # "echo two | cat" starts every segment with an allowed word? cat is not: asked
+        second = await stream.until_type("approval_request")
+        arguments = json.loads(second.data["toolCall"]["payload"]["arguments"])
+        assert arguments["cmd"] == "echo two | cat"
+        info = (await client.get(f"/api/sessions/{sid}")).json()["session"]
+        assert info["allowList"] == ["exec_command echo"]
+        assert await answer(client, sid, call_id_of(second), "deny") == 204
+        third = await stream.until_type("approval_request")  # touch is not allowed either
+        assert await answer(client, sid, call_id_of(third), "deny") == 204
+        await stream.until_idle()
+    requests = [e for e in stream.seen if e.type == "approval_request"]
+    assert len(requests) == 3
+    listed = (await client.get(SESSIONS)).json()["sessions"]
+    assert [s["allowList"] for s in listed if s["sessionId"] == sid] == [["exec_command echo"]]
+
+
+async def test_18_1_an_allowed_word_lets_the_next_command_through_unasked(
+    client: httpx.AsyncClient, model: ScriptedModel, workspace: Path
+) -> None:
+    task = model.script(
+        "two echoes",
+        calls(exec_command("echo one > one.txt")),
+        calls(exec_command("echo two > two.txt")),
+        say("Done."),
+    )
+    sid = (await create_session(client, approvalMode="always-ask", workspace=str(workspace)))[
+        "sessionId"
+    ]
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, task)
+        first = await stream.until_type("approval_request")
+        response = await client.post(
+            f"/api/sessions/{sid}/approvals/{call_id_of(first)}",
+            json={"decision": "allow", "forSession": True},
+        )
+        assert response.status_code == 204
+        await stream.until_idle()
+    assert len([e for e in stream.seen if e.type == "approval_request"]) == 1
+    assert [d["decision"] for d in decisions(stream).values()] == ["allow", "allow"]
+    assert (workspace / "two.txt").read_text() == "two\n"
+
+
+async def test_18_1_a_decision_body_is_checked(
+    client: httpx.AsyncClient, model: ScriptedModel, workspace: Path
+) -> None:
+    task = model.script("ask me", calls(exec_command("touch y")), say("ok"))
+    sid = (await create_session(client, approvalMode="always-ask", workspace=str(workspace)))[
+        "sessionId"
+    ]
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, task)
+        asked = await stream.until_type("approval_request")
+        route = f"/api/sessions/{sid}/approvals/{call_id_of(asked)}"
+        for body in (
+            {"decision": "allow", "reason": "why not"},
+            {"decision": "deny", "forSession": True},
+            {"decision": "allow", "forSession": "yes"},
+            {"decision": "deny", "reason": 3},
+            {"decision": "deny", "why": "x"},
+        ):
+            assert error_of(await client.post(route, json=body)) == (400, "invalid_request"), body
+        assert len((await client.get(f"/api/sessions/{sid}/approvals")).json()["approvals"]) == 1
+        assert (
+            await client.post(route, json={"decision": "deny", "reason": ""})
+        ).status_code == 204
+        await stream.until_idle()
+    assert tool_outputs(stream) == {call_id_of(asked): "Tool call denied by user."}

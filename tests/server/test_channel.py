@@ -135,6 +135,28 @@ def test_s7_5_queue_bounded_by_bytes() -> None:
     assert subscriber.overflowed
 
 
+def test_21_3_one_event_larger_than_the_byte_bound_reaches_a_subscriber_that_keeps_up() -> None:
+    channel = EventChannel("1")  # the default 8 MiB bound
+    reading = channel.subscribe(None)
+    answer = om.assistant_text("x" * (9 * 1024 * 1024))  # a 9 MiB model answer
+    channel.publish_message(answer)
+    assert not reading.overflowed
+    (frame,) = frames(reading.take())
+    assert frame["data"] == om.to_dict(answer)
+    channel.publish_message(text(1))  # and it goes on receiving
+    assert [f["data"] for f in frames(reading.take())] == [om.to_dict(text(1))]
+    assert channel.subscriber_count == 1
+
+
+def test_21_3_a_large_event_behind_a_queued_one_still_overflows() -> None:
+    channel = EventChannel("1", queue_bytes=2000)
+    behind = channel.subscribe(None)
+    channel.publish_message(text(0))
+    channel.publish_message(om.assistant_text("y" * 3000))
+    assert behind.overflowed
+    assert behind.take() is None
+
+
 def test_s7_5_defaults_one_thousand_queued_events() -> None:
     channel = EventChannel("1")
     subscriber = channel.subscribe(None)

@@ -3,21 +3,24 @@ SIGTERM shutdown that denies what is pending and leaves no process; one Trio loo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
 import httpx
+import pytest
 import trio
 
 from penguin import config as cfg
 from penguin import protocol as om
+from penguin.llm import testing as t
 from penguin.trace import read_trace, trace_files
 from tests.environment.processes import marked_processes, wait_until
 
@@ -25,6 +28,7 @@ from .support import (
     SESSIONS,
     ScriptedModel,
     calls,
+    configure_model,
     create_session,
     exec_command,
     open_stream,
@@ -262,3 +266,79 @@ async def test_s1_5_one_trio_process_and_no_asyncio_loop(root: Path, tmp_path: P
     lines = done.stdout.decode().splitlines()
     assert lines[0] == "201 200"
     assert lines[1] == "asyncio loops: 0 anyio asyncio backend: False"
+
+
+async def _server_exit(root: Path) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(30):
+        return await trio.run_process(
+            [sys.executable, "-m", "penguin", "server", "--port", "0", "--root", str(root)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+
+async def test_21_4_an_unwritable_data_root_is_refused_at_start_naming_the_path(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    done = await _server_exit(blocker / "root")
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert done.stderr.decode() == (
+        f"penguin server: the data root {blocker / 'root'} cannot be used: {blocker} is not a "
+        "folder\n"
+    )
+
+
+@contextlib.contextmanager
+def read_only_mount(path: Path) -> Iterator[bool]:
+    """A tmpfs at ``path``, remounted read-only; False where mounting is not permitted."""
+    path.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+async def test_21_4_a_read_only_root_a_server_ran_on_is_refused_in_one_line(
+    tmp_path: Path, model_server: t.LocalServer
+) -> None:
+    with read_only_mount(tmp_path / "ro") as mounted:
+        if not mounted:
+            pytest.skip("mounting a tmpfs is not permitted here")
+        root = tmp_path / "ro" / "data"
+        configure_model(root, model_server.base_url)
+        async with penguin_server(root) as server, server.client() as client:
+            await create_session(client)  # the index and a trace exist
+            assert await server.stop(signal.SIGTERM) == 0
+        await trio.run_process(["mount", "-o", "remount,ro", str(tmp_path / "ro")])
+        done = await _server_exit(root)
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"penguin server: the data root {root} is not writable ({root}: read-only file system)\n"
+    )
+
+
+async def test_21_3_idle_close_is_an_option_and_a_negative_one_exits_1(root: Path) -> None:
+    done = await trio.run_process(
+        [sys.executable, "-m", "penguin", "server", "--root", str(root), "--idle-close", "-5"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        "penguin server: --idle-close must be 0 or more seconds, not -5.0\n"
+    )
+    helped = await trio.run_process(
+        [sys.executable, "-m", "penguin", "server", "--help"], capture_stdout=True, check=False
+    )
+    assert "--idle-close SECONDS" in helped.stdout.decode()

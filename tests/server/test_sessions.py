@@ -44,6 +44,7 @@ INFO_FIELDS = {
     "archived",
     "state",
     "pendingApprovalCount",
+    "allowList",
     "createdAt",
     "lastActiveAt",
     "hasTrace",
@@ -355,3 +356,51 @@ async def test_s4_8_sessions_made_by_penguin_run_are_indexed_at_start(
         messages = await client.get(f"/api/sessions/{listed['sessionId']}/messages")
         texts = [m["payload"].get("text") for m in messages.json()["messages"]]
         assert "Hello from run." in texts
+
+
+# --------------------------------------------------------------------------- issue 18 item 5
+
+
+async def test_18_5_an_untitled_session_is_named_after_its_first_task(
+    client: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    first = "  Fix   the failing test\nin tests/test_x.py, then run it"
+    long = "word " * 30
+    sid = (await create_session(client))["sessionId"]
+    titled = (await create_session(client, title="Mine"))["sessionId"]
+    for session_id, task in ((sid, first), (sid, "second task"), (titled, first)):
+        async with open_stream(client, session_id) as stream:
+            await start_task(client, session_id, task)
+            await stream.until_idle()
+    assert (await client.get(f"/api/sessions/{sid}")).json()["session"]["title"] == (
+        "Fix the failing test"
+    )
+    assert (await client.get(f"/api/sessions/{titled}")).json()["session"]["title"] == "Mine"
+    other = (await create_session(client))["sessionId"]
+    async with open_stream(client, other) as stream:
+        await start_task(client, other, long)
+        await stream.until_idle()
+    title = (await client.get(f"/api/sessions/{other}")).json()["session"]["title"]
+    assert len(title) == 60
+    assert title.endswith("…")
+
+
+async def test_18_5_sessions_made_by_penguin_run_are_titled_after_their_task(
+    root: Path, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.script("Summarise the README\nplease", say("Done."))
+    root_args = ("--root", str(root))
+    done = await trio.run_process(
+        [sys.executable, "-m", "penguin", "run", "-m", "Summarise the README\nplease", *root_args],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    async with (
+        open_server(ServerOptions(port=0, root=root, token=TOKEN)) as server,
+        httpx.AsyncClient(base_url=server.base_url, headers=AUTH) as client,
+    ):
+        (listed,) = (await client.get(SESSIONS)).json()["sessions"]
+        assert listed["title"] == "Summarise the README"

@@ -7,6 +7,7 @@ import httpx
 import trio
 
 from penguin.llm import testing as t
+from penguin.server import RunningServer
 from tests.environment.processes import marked_processes, wait_until
 
 from .support import (
@@ -221,3 +222,40 @@ async def test_fault_a_client_that_leaves_mid_stream_changes_nothing(
     messages = (await client.get(f"/api/sessions/{sid}/messages")).json()["messages"]
     assert any(m["payload"].get("text") == "End." for m in messages)
     assert any(m["payload"].get("output") == "fine\n" for m in messages)
+
+
+async def test_21_4_a_trace_write_that_fails_ends_the_task_failed_with_its_message(
+    client: httpx.AsyncClient, server: RunningServer, model: ScriptedModel
+) -> None:
+    release = trio.Event()
+    task = model.script("write it down", gated(release, say("Written.")))
+    sid = (await create_session(client))["sessionId"]
+    trace = trio.Path((await client.get(f"/api/sessions/{sid}")).json()["session"]["tracePath"])
+    aside = trace.with_name("aside.jsonl")
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, task)
+        await stream.until(lambda e: e.is_state("running"))
+        await trace.rename(aside)
+        await trace.mkdir()  # every later append of this session's trace fails: EISDIR
+        release.set()
+        ended = await stream.until(
+            lambda e: e.type == "task_state" and e.data["state"] != "running"
+        )
+    assert ended.data == {
+        "type": "task_state",
+        "state": "failed",
+        "message": "trace write failed: Is a directory",
+    }
+    info = (await client.get(f"/api/sessions/{sid}")).json()["session"]
+    assert info["state"] == "failed"
+    # the disk is writable again: the next task reopens the session from its trace
+    await wait_until(lambda: server.sessions._live[sid].session is None)
+    await trace.rmdir()
+    await aside.rename(trace)
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, "and now?")
+        idle = await stream.until_idle()
+    assert idle.data == {"type": "task_state", "state": "idle"}
+    info = (await client.get(f"/api/sessions/{sid}")).json()["session"]
+    assert info["state"] == "idle"
+    assert model.requests[-1]["messages"][-1]["content"] == "and now?"

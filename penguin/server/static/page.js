@@ -1,7 +1,8 @@
 // The page of `penguin server` (spec S8): the sessions of the project's agents, a form to
 // create one, the live conversation of the selected session (its history from
-// /messages, then its SSE stream), the composer, Allow/Deny on pending calls, the
-// approval-mode selector and Abort.
+// /messages, then its SSE stream), the composer, Allow / Allow for session / Deny /
+// Deny with a reason on pending calls, the approval-mode selector, Abort, Archive and
+// Delete.
 //
 // One ES module, no dependencies. Everything that came from a model, a tool or a file is
 // put in the page with textContent (or a Text node), never parsed as HTML. The page is
@@ -18,6 +19,9 @@ const MODE_HELP = {
   "always-ask": "ask before every call",
   "deny-all": "refuse every call",
 };
+
+const STEERING = /^\[user_steering\]\n?([\s\S]*?)\n?\[\/user_steering\]$/;
+const FOLLOW_PX = 80;
 
 const MAIN_ARGUMENT = ["cmd", "file_path", "source", "prompt", "chars", "process_id", "session_id"];
 
@@ -157,8 +161,94 @@ function baseName(path) {
   return trimmed.slice(trimmed.lastIndexOf("/") + 1) || trimmed;
 }
 
-// Text from the model, as paragraphs, fenced code blocks and `inline code`: built from
-// nodes whose content is set as text, so nothing in it is ever markup.
+// Text and `inline code` into `node`, as Text nodes and <code> elements only.
+function inline(node, text) {
+  for (const piece of text.split(/(`[^`\n]+`)/)) {
+    if (piece.length > 2 && piece.startsWith("`") && piece.endsWith("`")) {
+      node.append(el("code", null, piece.slice(1, -1)));
+    } else if (piece) {
+      node.append(document.createTextNode(piece));
+    }
+  }
+}
+
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+// The cells of one Markdown table row: split on | (not \|), outer pipes dropped.
+function tableCells(line) {
+  let row = line.trim();
+  if (row.startsWith("|")) row = row.slice(1);
+  if (row.endsWith("|") && !row.endsWith("\\|")) row = row.slice(0, -1);
+  return row.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
+}
+
+function isTableStart(lines, index) {
+  return index + 1 < lines.length && lines[index].includes("|") && TABLE_RULE.test(lines[index + 1])
+    && lines[index + 1].includes("-") && tableCells(lines[index]).length === tableCells(lines[index + 1]).length;
+}
+
+// A Markdown table (header row, rule row with optional :alignment:, body rows) as a
+// <table>; each cell's text goes in as text. Alignment is a class, never a style.
+function markdownTable(head, rule, rows) {
+  const aligns = tableCells(rule).map((cell) => {
+    const left = cell.startsWith(":");
+    const right = cell.endsWith(":");
+    return left && right ? "center" : right ? "right" : left ? "left" : "";
+  });
+  const table = el("table", "md-table");
+  const row = (cells, tag) => {
+    const tr = el("tr");
+    aligns.forEach((align, index) => {
+      const cell = el(tag, align ? "align-" + align : "");
+      inline(cell, cells[index] || "");
+      tr.append(cell);
+    });
+    return tr;
+  };
+  const thead = el("thead");
+  thead.append(row(tableCells(head), "th"));
+  const tbody = el("tbody");
+  for (const line of rows) tbody.append(row(tableCells(line), "td"));
+  table.append(thead, tbody);
+  const wrap = el("div", "table-wrap");
+  wrap.append(table);
+  return wrap;
+}
+
+// One paragraph's lines: plain lines as a <p>, Markdown tables as tables.
+function paragraphs(container, paragraph) {
+  const lines = paragraph.split("\n");
+  let plain = [];
+  const flush = () => {
+    if (plain.join("").trim()) {
+      const p = el("p");
+      inline(p, plain.join("\n"));
+      container.append(p);
+    }
+    plain = [];
+  };
+  for (let index = 0; index < lines.length; index++) {
+    if (!isTableStart(lines, index)) {
+      plain.push(lines[index]);
+      continue;
+    }
+    flush();
+    const head = lines[index];
+    const rule = lines[index + 1];
+    const rows = [];
+    index += 2;
+    while (index < lines.length && lines[index].includes("|") && lines[index].trim()) {
+      rows.push(lines[index]);
+      index++;
+    }
+    index--;
+    container.append(markdownTable(head, rule, rows));
+  }
+  flush();
+}
+
+// Text from the model, as paragraphs, Markdown tables, fenced code blocks and `inline
+// code`: built from nodes whose content is set as text, so nothing in it is ever markup.
 function formatText(container, text) {
   container.replaceChildren();
   const parts = text.split(/^```[^\n]*\n?/m);
@@ -168,17 +258,7 @@ function formatText(container, text) {
       return;
     }
     for (const paragraph of part.split(/\n{2,}/)) {
-      if (!paragraph.trim()) continue;
-      const p = el("p");
-      const pieces = paragraph.split(/(`[^`\n]+`)/);
-      for (const piece of pieces) {
-        if (piece.length > 2 && piece.startsWith("`") && piece.endsWith("`")) {
-          p.append(el("code", null, piece.slice(1, -1)));
-        } else if (piece) {
-          p.append(document.createTextNode(piece));
-        }
-      }
-      container.append(p);
+      if (paragraph.trim()) paragraphs(container, paragraph);
     }
   });
 }
@@ -244,11 +324,7 @@ class Conversation {
     this.streams = new Map();
     this.lastOrigin = "";
     this.labelled = new Set();
-  }
-
-  stick() {
-    const scroller = this.root.parentElement;
-    return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+    this.replaying = false;
   }
 
   add(node, origin) {
@@ -333,10 +409,13 @@ class Conversation {
       this.note(payload.text, "muted harness", origin);
       return;
     }
-    const node = this.add(el("div", "turn user"), origin);
-    node.append(el("div", "who", origin ? "task" : "You"));
+    // A message sent while a task ran reaches the model wrapped in [user_steering]; the
+    // person sees their own words.
+    const steering = STEERING.exec(payload.text.trim());
+    const node = this.add(el("div", steering ? "turn user steering" : "turn user"), origin);
+    node.append(el("div", "who", origin ? "task" : steering ? "You, while it ran" : "You"));
     const body = el("div", "body");
-    formatText(body, payload.text);
+    formatText(body, steering ? steering[1] : payload.text);
     node.append(body);
   }
 
@@ -354,8 +433,11 @@ class Conversation {
       node.append(body);
       node.body = body;
     }
+    // Streamed pieces go in as one Text node, its line breaks kept (white-space: pre-wrap).
     node.live = document.createTextNode("");
-    node.body.append(node.live);
+    const live = el("span", "live-text");
+    live.append(node.live);
+    node.body.append(live);
     this.add(node, origin);
     return node;
   }
@@ -417,7 +499,8 @@ class Conversation {
     line.append(icon, tool, description, argument, verdict, buttons);
     node.append(line);
     call = {
-      node, line, tool, description, argument, verdict, buttons, detail: null, output: null, done: false,
+      node, line, tool, description, argument, verdict, buttons, detail: null, output: null,
+      done: false, asked: false,
     };
     this.calls.set(id, call);
     this.add(node, origin);
@@ -507,14 +590,28 @@ class Conversation {
     const call = this.call(payload.tool_call_id, "", origin);
     const shown = { allow: "approved", deny: "denied", forbidden: "forbidden" }[payload.decision]
       || payload.decision;
-    call.verdict.textContent = shown;
-    call.verdict.className = "verdict " + shown;
+    const auto = payload.decision === "allow" && !call.asked ? this.autoApproval() : "";
+    call.verdict.textContent = auto || shown;
+    call.verdict.className = "verdict " + shown + (auto ? " auto" : "");
     if (payload.policy_rule) call.verdict.title = `forbidden by the rule: ${payload.policy_rule}`;
     if (payload.decision !== "allow") {
       call.node.classList.remove("running");
       call.node.classList.add("refused");
     }
     this.setPending(payload.tool_call_id, false);
+  }
+
+  // Why a call nobody was asked about was allowed. The trace records only "allow", so it
+  // is told from the session's mode: allow-all allows everything unasked. Live, a call
+  // this page saw no question for was allowed by the mode (read-only) or the session's
+  // allow-list; in the history, where the questions are not recorded, only allow-all says so.
+  autoApproval() {
+    const mode = this.actions.mode();
+    if (mode === "allow-all") return "auto-approved (allow-all)";
+    if (this.replaying) return "";
+    if (mode === "read-only") return "auto-approved (read-only)";
+    if (mode === "always-ask") return "auto-approved (allowed for session)";
+    return "";
   }
 
   requestFailed(payload, origin) {
@@ -534,15 +631,64 @@ class Conversation {
     }
     call.node.classList.toggle("pending", pending);
     call.buttons.replaceChildren();
+    if (call.reasonForm) {
+      call.reasonForm.remove();
+      call.reasonForm = null;
+    }
     if (!pending) return;
+    call.asked = true;
     call.verdict.textContent = "waiting for you";
     call.verdict.className = "verdict waiting";
-    const allow = el("button", "allow", "Allow");
-    const deny = el("button", "deny", "Deny");
-    allow.type = deny.type = "button";
-    allow.addEventListener("click", () => this.actions.decide(id, "allow", [allow, deny]));
-    deny.addEventListener("click", () => this.actions.decide(id, "deny", [allow, deny]));
-    call.buttons.append(allow, deny);
+    const button = (className, text, title) => {
+      const node = el("button", className, text);
+      node.type = "button";
+      if (title) node.title = title;
+      return node;
+    };
+    const allow = button("allow", "Allow");
+    const session = button("allow session", "Allow for session",
+      "Allow this call, and later calls like it without asking (a command: the same first words)");
+    const deny = button("deny", "Deny");
+    const reason = button("deny reason", "Deny with reason", "Deny, and tell the model why");
+    const all = [allow, session, deny, reason];
+    allow.addEventListener("click", () => this.actions.decide(id, { decision: "allow" }, all));
+    session.addEventListener("click", () =>
+      this.actions.decide(id, { decision: "allow", forSession: true }, all));
+    deny.addEventListener("click", () => this.actions.decide(id, { decision: "deny" }, all));
+    reason.addEventListener("click", () => this.askReason(id, call, all));
+    call.buttons.append(allow, session, deny, reason);
+  }
+
+  // "Deny with reason": a line to say why; what is typed goes to the model as text.
+  askReason(id, call, buttons) {
+    if (call.reasonForm) {
+      call.reasonForm.querySelector("input").focus();
+      return;
+    }
+    const form = el("form", "reason-form");
+    const input = el("input", "reason-input");
+    input.type = "text";
+    input.maxLength = 2000;
+    input.placeholder = "Why not? The model reads this.";
+    input.setAttribute("aria-label", "Reason for denying");
+    const submit = el("button", "deny", "Deny");
+    submit.type = "submit";
+    const cancel = el("button", "link", "Cancel");
+    cancel.type = "button";
+    form.append(input, submit, cancel);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = input.value.trim();
+      this.actions.decide(id, text ? { decision: "deny", reason: text } : { decision: "deny" },
+        [...buttons, submit, cancel]);
+    });
+    cancel.addEventListener("click", () => {
+      form.remove();
+      call.reasonForm = null;
+    });
+    call.reasonForm = form;
+    call.line.after(form);
+    input.focus();
   }
 
   resolved(id, decision) {
@@ -574,9 +720,27 @@ const state = {
   sessions: new Map(),
   selected: null,
   pollTimer: 0,
+  archived: false,
 };
 
-const conversation = new Conversation($("log"), { decide });
+const conversation = new Conversation($("log"), {
+  decide,
+  mode: () => (state.selected ? state.selected.info.approvalMode : ""),
+});
+
+// Stick to the bottom while the person is at the bottom: new text, calls and questions
+// scroll into view. Scrolling up stops that until they scroll back down or send.
+let following = true;
+
+function atBottom() {
+  const scroller = $("conversation");
+  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < FOLLOW_PX;
+}
+
+function follow() {
+  following = true;
+  scrollToEnd();
+}
 
 function messageSignature(message) {
   return JSON.stringify([message.timestamp, message.type, message.payload, message.origin || null]);
@@ -668,9 +832,8 @@ class Selected {
       this.buffer.push({ kind, data });
       return;
     }
-    const stick = conversation.stick();
     this.apply(kind, data);
-    if (stick) scrollToEnd();
+    if (following) scrollToEnd();
   }
 
   apply(kind, data) {
@@ -681,6 +844,9 @@ class Selected {
     switch (data.type) {
       case "task_state":
         this.info.state = data.state;
+        if (data.state === "failed") {
+          conversation.note(`The task failed: ${data.message || "see the server's log"}`, "error");
+        }
         break;
       case "approval_request": {
         const id = data.toolCall.payload.tool_call_id;
@@ -723,10 +889,12 @@ class Selected {
     $("welcome").hidden = true;
     this.pending.clear();
     const seen = new Set();
+    conversation.replaying = true;
     for (const message of history.messages) {
       conversation.message(message);
       if (isComplete(message)) seen.add(messageSignature(message));
     }
+    conversation.replaying = false;
     for (const approval of approvals.approvals) {
       const id = approval.toolCall.payload.tool_call_id;
       this.pending.set(id, approval);
@@ -737,7 +905,7 @@ class Selected {
     this.info.pendingApprovalCount = this.pending.size;
     drawSelected();
     drawSessions();
-    scrollToEnd();
+    follow();
   }
 
   flush(seen) {
@@ -764,12 +932,12 @@ function setConnection(what) {
   node.textContent = { live: "live", connecting: "connecting…", reconnecting: "reconnecting…", offline: "offline" }[what];
 }
 
-async function decide(id, decision, buttons) {
+async function decide(id, body, buttons) {
   const selected = state.selected;
   if (!selected) return;
   for (const button of buttons) button.disabled = true;
   try {
-    await api("POST", `/api/sessions/${encodeURIComponent(selected.id)}/approvals/${encodeURIComponent(id)}`, { decision });
+    await api("POST", `/api/sessions/${encodeURIComponent(selected.id)}/approvals/${encodeURIComponent(id)}`, body);
   } catch (error) {
     if (error.code === "approval_not_found") {
       selected.pending.delete(id);
@@ -788,6 +956,9 @@ function drawSessions() {
   const list = $("session-list");
   const sessions = [...state.sessions.values()].sort((a, b) => (a.lastActiveAt < b.lastActiveAt ? 1 : -1));
   $("session-empty").hidden = sessions.length > 0;
+  $("session-empty").textContent = state.archived ? "No archived sessions."
+    : "No sessions yet. Create one above.";
+  $("archived-toggle").textContent = state.archived ? "Back to sessions" : "Show archived";
   const agents = new Set(sessions.map((info) => info.agentId));
   const items = sessions.map((info) => {
     const live = state.selected && state.selected.id === info.sessionId ? state.selected.info : info;
@@ -856,6 +1027,7 @@ function drawSelected() {
   if (document.activeElement !== mode) mode.value = info.approvalMode;
   const running = info.state === "running";
   $("abort-button").hidden = !running;
+  $("archive-button").textContent = info.archived ? "Unarchive" : "Archive";
   $("composer-send").textContent = running ? "Steer" : "Send";
   $("composer-input").placeholder = running
     ? "Steer the running task (delivered between its turns)…"
@@ -917,8 +1089,9 @@ async function refreshSessions() {
   }
   state.agents = agents;
   const names = [...new Set([agentId, ...agents])];
+  const query = state.archived ? "?archived=1" : "";
   const lists = await Promise.all(names.map((name) =>
-    api("GET", `/api/projects/${project}/agents/${encodeURIComponent(name)}/sessions`)
+    api("GET", `/api/projects/${project}/agents/${encodeURIComponent(name)}/sessions${query}`)
       .then((body) => body.sessions, () => [])));
   const fresh = new Map();
   for (const info of lists.flat()) fresh.set(info.sessionId, info);
@@ -1008,6 +1181,7 @@ async function send(event) {
   const running = selected.info.state === "running";
   const button = $("composer-send");
   button.disabled = true;
+  follow(); // whatever was scrolled or expanded, the answer and its questions show below
   try {
     if (running) {
       await api("POST", `${base}/steer`, { text });
@@ -1015,9 +1189,11 @@ async function send(event) {
     } else {
       // The stream says when it runs (task_state); it may already have said it ended.
       await api("POST", `${base}/tasks`, { input: [{ type: "text", text }] });
+      if (!selected.info.title) refreshSessions(); // it is named after its first task now
     }
     input.value = "";
     growComposer();
+    follow();
   } catch (error) {
     report(error);
   } finally {
@@ -1056,6 +1232,69 @@ async function abort() {
   }
 }
 
+// Archive (or bring back) the selected session: it leaves this list for the other one.
+async function toggleArchived() {
+  const selected = state.selected;
+  if (!selected) return;
+  const archived = !selected.info.archived;
+  try {
+    await api("PATCH", `/api/sessions/${encodeURIComponent(selected.id)}`, { archived });
+  } catch (error) {
+    report(error);
+    return;
+  }
+  state.sessions.delete(selected.id);
+  deselect();
+  toast(archived ? "Archived; find it under Show archived." : "Back in the session list.", "info");
+  await refreshSessions();
+}
+
+function askDelete() {
+  if (!state.selected) return;
+  $("confirm-text").textContent = `Delete “${sessionLabel(state.selected.info)}”? Its task is `
+    + "stopped, its processes ended and its traces removed; the workspace stays.";
+  $("confirm-delete").hidden = false;
+  $("confirm-yes").focus();
+}
+
+async function deleteSession() {
+  $("confirm-delete").hidden = true;
+  const selected = state.selected;
+  if (!selected) return;
+  $("delete-button").disabled = true;
+  try {
+    await api("DELETE", `/api/sessions/${encodeURIComponent(selected.id)}`);
+  } catch (error) {
+    if (error.code !== "session_not_found") {
+      report(error);
+      return;
+    }
+  } finally {
+    $("delete-button").disabled = false;
+  }
+  state.sessions.delete(selected.id);
+  deselect();
+  toast("Session deleted.", "info");
+  await refreshSessions();
+}
+
+function deselect() {
+  if (state.selected) state.selected.close();
+  state.selected = null;
+  conversation.reset();
+  $("welcome").hidden = false;
+  $("confirm-delete").hidden = true;
+  history.replaceState(null, "", location.pathname);
+  drawSelected();
+  drawSessions();
+}
+
+async function showArchived() {
+  state.archived = !state.archived;
+  if (state.selected && Boolean(state.selected.info.archived) !== state.archived) deselect();
+  await refreshSessions();
+}
+
 function growComposer() {
   const input = $("composer-input");
   input.style.height = "auto";
@@ -1086,6 +1325,17 @@ async function start() {
   });
   $("mode-select").addEventListener("change", changeMode);
   $("abort-button").addEventListener("click", abort);
+  $("archive-button").addEventListener("click", toggleArchived);
+  $("delete-button").addEventListener("click", askDelete);
+  $("confirm-yes").addEventListener("click", deleteSession);
+  $("confirm-no").addEventListener("click", () => { $("confirm-delete").hidden = true; });
+  $("archived-toggle").addEventListener("click", showArchived);
+  $("conversation").addEventListener("scroll", () => { following = atBottom(); }, { passive: true });
+  // Expanding an output moves the bottom away without a scroll: what arrives next then
+  // waits below until the person scrolls down or sends.
+  $("log").addEventListener("click", (event) => {
+    if (event.target.closest(".output-toggle")) following = atBottom();
+  });
   $("sidebar-toggle").addEventListener("click", toggleSidebar);
   $("main").addEventListener("click", (event) => {
     if (document.body.classList.contains("sidebar-open") && !$("sidebar-toggle").contains(event.target)) {
