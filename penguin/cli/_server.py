@@ -39,8 +39,10 @@ examples:
   penguin server --port 0                       (any free port)
   PENGUIN_SERVER_TOKEN=secret penguin server --root ~/agents
   penguin server --host 0.0.0.0 --allow-host devbox.lan
+  penguin server --ui ../penguin-web/dist        (the PenguinHarness web app instead)
 
-exit status: 0 after a clean stop, 1 when it cannot start (bad option, port in use)
+exit status: 0 after a clean stop, 1 when it cannot start (bad option, --ui folder
+without index.html, port in use)
 """
 
 
@@ -80,11 +82,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="with a wildcard --host (0.0.0.0 or ::), also accept requests whose Host header "
         "is NAME (repeatable); protects against DNS rebinding",
     )
+    parser.add_argument(
+        "--ui",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="serve the single-page front end built in DIR (its index.html and files) "
+        "instead of penguin's page, e.g. the PenguinHarness web app",
+    )
     parser.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
     from penguin.server import ServerOptions, run_server
+    from penguin.server._compat import UiFolderError, check_ui_folder
     from penguin.server._routes import PROJECT_ID
 
     if not 0 <= args.port <= 65535:
@@ -93,6 +104,12 @@ def _main(args: argparse.Namespace) -> int:
     if PROJECT_ID.fullmatch(args.project_id) is None:
         print(f"penguin server: invalid --project-id {args.project_id!r}", file=sys.stderr)
         return 1
+    if args.ui is not None:
+        try:
+            check_ui_folder(args.ui)
+        except UiFolderError as exc:
+            print(f"penguin server: {exc}", file=sys.stderr)
+            return 1
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     server_log = _log.child("server")
@@ -105,5 +122,6 @@ def _main(args: argparse.Namespace) -> int:
         root=args.root,
         project_id=args.project_id,
         allow_hosts=tuple(args.allow_host),
+        ui=args.ui,
     )
     return trio.run(run_server, options)

@@ -48,7 +48,7 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
 from penguin.approval import DEFAULT_APPROVAL_MODE
-from penguin.environment import WorkspaceError
+from penguin.environment import BackgroundCommand, WorkspaceError
 from penguin.trace import find_session, read_trace, trace_files, trace_locations
 
 from ._approvals import ApprovalRegistry, PendingApproval
@@ -108,6 +108,10 @@ class _Live:
     interrupt: trio.Event | None = None
     task_scope: trio.CancelScope | None = None
     task_done: trio.Event = attrs.field(factory=trio.Event)
+    tasked: bool = False
+    """A task has started since the server opened the session (``hasTrace``)."""
+    queued: list[list[om.OmniMessage[om.Payload]]] = attrs.field(factory=list)
+    """Tasks sent with ``queueIfBusy`` while one ran; they run next, in order."""
 
     def __attrs_post_init__(self) -> None:
         self.task_done.set()  # idle
@@ -153,6 +157,8 @@ class ServerSessions:
         self._live: dict[str, _Live] = {}
         self._retiring: set[str] = set()
         self.closing = False
+        self.events = EventChannel(epoch)
+        """Server-wide ``session_state`` / ``session_title`` events (``GET /api/events``)."""
 
     @classmethod
     @asynccontextmanager
@@ -266,6 +272,7 @@ class ServerSessions:
                 location = await trio.to_thread.run_sync(find_session, traces, row.session_id)
                 path = None if location is None else location.path
             has_trace = path is not None
+        tasked = row.last_active_at != row.created_at or (live is not None and live.tasked)
         info: dict[str, object] = {
             "sessionId": row.session_id,
             "projectId": row.project_id,
@@ -280,8 +287,11 @@ class ServerSessions:
             "pendingApprovalCount": 0 if live is None else len(live.approvals),
             "createdAt": row.created_at,
             "lastActiveAt": row.last_active_at,
-            "hasTrace": has_trace,
+            "hasTrace": has_trace and tasked,
         }
+        info["status"] = info["state"]  # the reference's name for it (issue 22)
+        if row.title is None:
+            del info["title"]  # absent rather than null, as the reference sends it
         if trace_path:
             info["tracePath"] = None if path is None else str(path)
         return info
@@ -357,6 +367,10 @@ class ServerSessions:
         )
         if row is None:
             raise ApiError(404, "session_not_found", f"There is no session {session_id!r}.")
+        if request.title_set:
+            self.events.publish_server_event(
+                {"type": "session_title", "sessionId": session_id, "title": row.title}
+            )
         return await self._info(row)
 
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
@@ -485,11 +499,20 @@ class ServerSessions:
         if self.closing:
             raise ApiError(503, "shutting_down", "The server is shutting down; try again later.")
 
-    async def start_task(self, session_id: str, texts: Sequence[str]) -> None:
-        """Start a task (S5.1); it runs in the server's nursery. 409 when one is running."""
+    async def start_task(
+        self, session_id: str, texts: Sequence[str], *, queue_if_busy: bool = False
+    ) -> bool:
+        """Start a task (S5.1); it runs in the server's nursery. 409 when one is running.
+
+        With ``queue_if_busy`` a task sent while one runs is queued instead and runs
+        when that one ends (an abort drops the queue); True when it was queued.
+        """
         row = await self._row(session_id)
         self._refuse_when_closing()
         live = self._live_for(session_id)
+        if live.busy and queue_if_busy:
+            live.queued.append([om.user_text(text) for text in texts])
+            return True
         if live.busy:
             raise ApiError(
                 409,
@@ -504,6 +527,18 @@ class ServerSessions:
         except BaseException:
             live.busy = False
             raise
+        return False
+
+    def _publish_state(self, live: _Live, state: str) -> None:
+        live.channel.publish_server_event(_task_state(state))
+        self.events.publish_server_event(
+            {
+                "type": "session_state",
+                "sessionId": live.session_id,
+                "state": state,
+                "hasTrace": True,
+            }
+        )
 
     async def _run_task(
         self,
@@ -520,20 +555,27 @@ class ServerSessions:
         live.interrupt = interrupt
         live.running = True
         live.task_done = trio.Event()
+        live.tasked = True
         try:
             with trio.CancelScope() as scope:
                 live.task_scope = scope
-                live.channel.publish_server_event(_task_state("running"))
+                self._publish_state(live, "running")
                 task_status.started()
                 try:
-                    await self.index.update(live.session_id, last_active_at=om.now_iso())
-                    async with session.run(messages, approve=approver, interrupt=interrupt) as run:
-                        published = 0
-                        async for message in run:
-                            live.channel.publish_message(message)
-                            published += 1
-                            if published % _PUBLISH_SLICE == 0:
-                                await trio.lowlevel.checkpoint()
+                    while True:
+                        await self.index.update(live.session_id, last_active_at=om.now_iso())
+                        async with session.run(
+                            messages, approve=approver, interrupt=interrupt
+                        ) as run:
+                            published = 0
+                            async for message in run:
+                                live.channel.publish_message(message)
+                                published += 1
+                                if published % _PUBLISH_SLICE == 0:
+                                    await trio.lowlevel.checkpoint()
+                        if not live.queued or interrupt.is_set():
+                            break
+                        messages = live.queued.pop(0)
                 except Exception:
                     logger.exception("penguin server: the task of %s failed", live.session_id)
         finally:
@@ -547,8 +589,9 @@ class ServerSessions:
             live.busy = False
             live.interrupt = None
             live.task_scope = None
+            live.queued.clear()
             live.approvals.deny_all()
-            live.channel.publish_server_event(_task_state("idle"))
+            self._publish_state(live, "idle")
             live.task_done.set()
 
     async def steer(self, session_id: str, text: str) -> None:
@@ -609,16 +652,7 @@ class ServerSessions:
         environment = session.environment
         with trio.move_on_after(_PROBE_GRACE):
             await environment.probe_background_command_services()
-        return [
-            {
-                "processId": command.process_id,
-                "command": command.cmd,
-                "state": "running" if command.running else "exited",
-                "exitCode": None,
-                "serviceUrl": command.service_url,
-            }
-            for command in environment.list_background_commands()
-        ]
+        return [_process_row(command) for command in environment.list_background_commands()]
 
     async def kill_process(self, session_id: str, process_id: str) -> None:
         """Kill one background command of the session; 404 ``process_not_found``."""
@@ -673,6 +707,7 @@ class ServerSessions:
     async def shutdown(self) -> None:
         """S1.4: deny every pending call, interrupt every task, wait ``grace``, close all."""
         self.closing = True
+        self.events.close()
         lives = list(self._live.values())
         for live in lives:
             if live.interrupt is not None:
@@ -688,6 +723,35 @@ class ServerSessions:
         async with trio.open_nursery() as closing:
             for live in lives:
                 closing.start_soon(self._release, live)
+
+
+def _process_row(command: BackgroundCommand) -> dict[str, object]:
+    """S5.5's fields, and the reference's (``pid``, ``cmd``, ``cwd``, ``startedAt``, ``running``).
+
+    ``serviceUrl`` is left out when there is none: the reference's web app reads any
+    value present, null included, as a URL (issue 22).
+    """
+    row: dict[str, object] = {
+        "processId": command.process_id,
+        "command": command.cmd,
+        "state": "running" if command.running else "exited",
+        "exitCode": None,
+        "pid": command.pid,
+        "cmd": command.cmd,
+        "cwd": command.cwd,
+        "startedAt": _timestamp(command.started_at),
+        "running": command.running,
+    }
+    if command.service_url is not None:
+        row["serviceUrl"] = command.service_url
+    return row
+
+
+def _timestamp(epoch_seconds: float) -> str:
+    """``epoch_seconds`` as the protocol writes times (``2026-11-29T21:28:46.123Z``)."""
+    millis = int(epoch_seconds * 1000)
+    second = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis // 1000))
+    return f"{second}.{millis % 1000:03d}Z"
 
 
 async def _check_workspace(workspace: str) -> None:
