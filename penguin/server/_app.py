@@ -146,10 +146,6 @@ def build_router(
             }
         )
 
-    async def list_models(request: Request) -> Response:
-        ids = _ids(request)
-        return _json({"models": await sessions.models(ids["project"])})
-
     async def create_session(request: Request) -> Response:
         ids = _ids(request)
         body = create_session_request(await request.body())
@@ -226,7 +222,7 @@ def build_router(
         Route("/api/health", health, methods=["GET"]),
         Route("/api/server", server_info, methods=["GET"]),
         Route(agents, partial(_compat.agents, compat), methods=["GET"]),
-        Route("/api/projects/{project}/models", list_models, methods=["GET"]),
+        Route("/api/projects/{project}/models", partial(_compat.models, compat), methods=["GET"]),
         Route(
             f"{agents}/{{agent}}/sessions",
             _by_method(GET=partial(_compat.list_sessions, sessions), POST=create_session),

@@ -215,6 +215,15 @@ async def agents(ctx: Compat, request: Request) -> Response:
     return _json({"agents": agent_summaries(await ctx.sessions.agents(ids["project"]))})
 
 
+async def models(ctx: Compat, request: Request) -> Response:
+    """``GET /api/projects/{p}/models``: the configured models, and ``defaultModel``."""
+    ids = validate_ids(request.path_params)
+    found = await ctx.sessions.models(ids["project"])
+    default = next((m for m in found if m["isDefault"]), None)
+    chosen = None if default is None else {k: default[k] for k in ("provider", "modelId")}
+    return _json({"models": found, "defaultModel": chosen})
+
+
 async def agent_config(ctx: Compat, request: Request) -> Response:
     """``GET …/agents/{a}/config``: nothing the app can edit here (``{"config": {}}``)."""
     validate_ids(request.path_params)
@@ -235,12 +244,14 @@ async def chat_defaults(ctx: Compat, request: Request) -> Response:
 
 async def version(ctx: Compat, request: Request) -> Response:
     """``GET /api/version``."""
-    return _json({"version": __version__})
+    return _json({"version": __version__, "buildDate": None})
 
 
 async def update_check(ctx: Compat, request: Request) -> Response:
     """``GET /api/version/update-check``: penguin does not update itself."""
-    return _json({"disabled": True, "updateAvailable": False, "latestVersion": None})
+    return _json(
+        {"disabled": True, "updateAvailable": False, "latestVersion": None, "releaseUrl": None}
+    )
 
 
 # --------------------------------------------------------------------------- sessions

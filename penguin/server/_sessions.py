@@ -72,6 +72,8 @@ _FLUSH_GRACE: Final = 5.0
 _PUBLISH_SLICE: Final = 32
 """Messages a task publishes before it lets the subscribers' writers run."""
 _PROBE_GRACE: Final = 2.0
+_MASK: Final = "********"
+"""Stands for a configured API key: the key itself is never sent."""
 
 Opener = Callable[[], AbstractAsyncContextManager[Session]]
 
@@ -692,15 +694,7 @@ class ServerSessions:
         default = project.default_entry()
         if default is None and len(project.models) == 1:
             default = project.models[0]
-        return [
-            {
-                "provider": entry.provider,
-                "modelId": entry.model_id,
-                "vision": entry.vision,
-                "isDefault": entry is default,
-            }
-            for entry in project.models
-        ]
+        return [_model_row(entry, default=entry is default) for entry in project.models]
 
     # ------------------------------------------------------------------ shutdown
 
@@ -744,6 +738,23 @@ def _process_row(command: BackgroundCommand) -> dict[str, object]:
     }
     if command.service_url is not None:
         row["serviceUrl"] = command.service_url
+    return row
+
+
+def _model_row(entry: cfg.ModelEntry, *, default: bool) -> dict[str, object]:
+    """One model as the API lists it; the key itself never, only that one is set (issue 22)."""
+    row: dict[str, object] = {
+        "provider": entry.provider,
+        "modelId": entry.model_id,
+        "vision": entry.vision,
+        "isDefault": default,
+    }
+    if entry.context_window is not None:
+        row["contextWindow"] = entry.context_window
+    if entry.api_key:
+        row["credential"] = {"apiKeyMasked": _MASK}
+    elif entry.api_key_env and os.environ.get(entry.api_key_env):
+        row["envKeyMasked"] = _MASK
     return row
 
 
