@@ -70,11 +70,12 @@ __all__ = [
 
 LOGIN_PATH: Final = "/api/auth/login"
 UI_CONTENT_SECURITY_POLICY: Final = (
-    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "frame-ancestors 'none'"
 )
-"""The reference's app sets inline styles and shows ``data:``/``blob:`` images; scripts,
-connections, fonts and frames stay same-origin only (docs/server.md)."""
+"""The reference's app sets inline styles (blocked otherwise: checked in Chromium), and
+shows tool results' images, which are ``data:`` URLs; scripts, connections, fonts and
+frames stay same-origin only (docs/server.md)."""
 
 _DEFAULT_AGENT: Final = "default_agent"
 _CATEGORIES: Final = ("active", "subagent", "schedule", "archived")

@@ -12,7 +12,8 @@ their commands and removes them, and sees another session's Running mark change 
 
 The server runs with its scripted model on a thread of its own
 (:class:`~tests.server.browser.ThreadedServer`), over real sockets. Every test fails on
-a script error in the page, and on any HTTP error except the 404s of the routes the
+a script error in the page, a Content-Security-Policy violation, and on any HTTP error
+except the 404s of the routes the
 app tolerates penguin not having (terminals, skills, goals). Screenshots of the main
 steps go to ``$PENGUIN_SCREENSHOTS`` when set, else to the test's temporary folder.
 """
@@ -118,6 +119,14 @@ class App:
         self.errors: list[str] = []
         self.calls: list[str] = []
         page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        page.on(
+            "console",
+            lambda message: (
+                self.errors.append(f"console: {message.text}")
+                if "Content Security Policy" in message.text
+                else None
+            ),
+        )
         page.on("response", self._seen)
 
     def _seen(self, response: Response) -> None:
