@@ -80,6 +80,8 @@ frames stay same-origin only (docs/server.md)."""
 _DEFAULT_AGENT: Final = "default_agent"
 _CATEGORIES: Final = ("active", "subagent", "schedule", "archived")
 _MAX_LIMIT: Final = 1000
+_MAX_OFFSET: Final = 1_000_000
+_MAX_PREFS: Final = 256
 _LOCAL_USER: Final = {"userId": "local", "isAdmin": True}
 _UPLOAD_LIMITS: Final = {
     "attachmentMaxMb": 1,
@@ -177,7 +179,10 @@ async def prefs(ctx: Compat, request: Request) -> Response:
         body = decode_json(await request.body())
         if not isinstance(body, dict):
             raise _invalid("The preferences must be a JSON object.")
-        ctx.prefs.update(body)
+        merged = {**ctx.prefs, **body}
+        if len(merged) > _MAX_PREFS:
+            raise _invalid(f"The preferences hold at most {_MAX_PREFS} keys.")
+        ctx.prefs = merged
     return _json({"prefs": ctx.prefs})
 
 
@@ -258,12 +263,12 @@ async def update_check(ctx: Compat, request: Request) -> Response:
 # --------------------------------------------------------------------------- sessions
 
 
-def _count(query: Mapping[str, str], name: str, default: int, *, low: int) -> int:
+def _number(query: Mapping[str, str], name: str, *, low: int, high: int) -> int | None:
     text = query.get(name)
     if text is None:
-        return default
-    if not text.isascii() or not text.isdigit() or not low <= int(text) <= _MAX_LIMIT * 1000:
-        raise _invalid(f"The parameter {name!r} must be a whole number of at least {low}.")
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 12 or not low <= int(text) <= high:
+        raise _invalid(f"The parameter {name!r} must be a whole number from {low} to {high}.")
     return int(text)
 
 
@@ -277,9 +282,9 @@ def _flag(query: Mapping[str, str], name: str) -> bool:
 async def list_sessions(sessions: ServerSessions, request: Request) -> Response:
     """``GET …/agents/{a}/sessions`` (S4.3), with the reference's paging and counts.
 
-    ``category`` (when given) chooses instead of ``archived``; ``limit`` and
-    ``offset`` cut the list; ``counts=1`` adds ``counts`` and ``workspaceCounts``.
-    Without these parameters the answer is exactly S4.3's.
+    ``category`` (when given) chooses instead of ``archived``; ``offset`` and ``limit``
+    cut the list; ``counts=1`` adds ``counts`` and ``workspaceCounts``. Without these
+    parameters the answer is exactly S4.3's.
     """
     ids = validate_ids(request.path_params)
     query = request.query_params
@@ -287,26 +292,21 @@ async def list_sessions(sessions: ServerSessions, request: Request) -> Response:
     if category is not None and category not in _CATEGORIES:
         raise _invalid(f"The parameter 'category' must be one of {', '.join(_CATEGORIES)}.")
     archived = _flag(query, "archived") if category is None else category == "archived"
-    offset = _count(query, "offset", 0, low=0)
-    limit = _count(query, "limit", 0, low=1) if "limit" in query else None
-    if limit is not None and limit > _MAX_LIMIT:
-        raise _invalid(f"The parameter 'limit' must be at most {_MAX_LIMIT}.")
-    _flag(query, "cli")  # the reference's "sessions made by the CLI too": penguin lists them all
-    if category in ("subagent", "schedule"):
-        found: list[dict[str, Any]] = []
-    else:
-        found = await sessions.list_sessions(ids["project"], ids["agent"], archived=archived)
-    page = found[offset:] if limit is None else found[offset : offset + limit]
-    answer: dict[str, object] = {"sessions": page}
-    if _flag(query, "counts"):
-        other = await sessions.list_sessions(ids["project"], ids["agent"], archived=not archived)
-        if category in ("subagent", "schedule"):
-            active, stored = (
-                other,
-                await sessions.list_sessions(ids["project"], ids["agent"], archived=True),
-            )
-        else:
-            active, stored = (other, found) if archived else (found, other)
+    offset = _number(query, "offset", low=0, high=_MAX_OFFSET) or 0
+    limit = _number(query, "limit", low=1, high=_MAX_LIMIT)
+    _flag(query, "cli")  # the reference's "CLI sessions too": penguin always lists them
+    with_counts = _flag(query, "counts")
+
+    async def listed(archived: bool) -> list[dict[str, Any]]:
+        return await sessions.list_sessions(ids["project"], ids["agent"], archived=archived)
+
+    none_here = category in ("subagent", "schedule")  # penguin has neither kind of session
+    found = [] if none_here else await listed(archived)
+    end = None if limit is None else offset + limit
+    answer: dict[str, object] = {"sessions": found[offset:end]}
+    if with_counts:
+        active = found if not none_here and not archived else await listed(False)
+        stored = found if not none_here and archived else await listed(True)
         answer["counts"] = _counts(active, stored)
         answer["workspaceCounts"] = _workspace_counts(active, stored)
     return _json(answer)
@@ -390,7 +390,7 @@ class UiFolder:
         candidate = self.root.joinpath(*parts)
         try:
             resolved = candidate.resolve(strict=True)
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the path
             return None
         if not resolved.is_relative_to(self.root) or not resolved.is_file():
             return None

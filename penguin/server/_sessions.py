@@ -114,6 +114,8 @@ class _Live:
     """A task has started since the server opened the session (``hasTrace``)."""
     queued: list[list[om.OmniMessage[om.Payload]]] = attrs.field(factory=list)
     """Tasks sent with ``queueIfBusy`` while one ran; they run next, in order."""
+    queue_open: bool = False
+    """The running task will still take what is queued (not ending, not aborted)."""
 
     def __attrs_post_init__(self) -> None:
         self.task_done.set()  # idle
@@ -507,14 +509,19 @@ class ServerSessions:
         """Start a task (S5.1); it runs in the server's nursery. 409 when one is running.
 
         With ``queue_if_busy`` a task sent while one runs is queued instead and runs
-        when that one ends (an abort drops the queue); True when it was queued.
+        when that one ends, in the same busy period; True when it was queued. One
+        sent while the running task ends (or after an abort, which drops the queue)
+        waits for it to end and then starts as usual.
         """
         row = await self._row(session_id)
         self._refuse_when_closing()
         live = self._live_for(session_id)
-        if live.busy and queue_if_busy:
-            live.queued.append([om.user_text(text) for text in texts])
-            return True
+        while live.busy and queue_if_busy:
+            if live.queue_open:
+                live.queued.append([om.user_text(text) for text in texts])
+                return True
+            await live.task_done.wait()  # it is ending: this one starts after it
+            self._refuse_when_closing()
         if live.busy:
             raise ApiError(
                 409,
@@ -558,6 +565,7 @@ class ServerSessions:
         live.running = True
         live.task_done = trio.Event()
         live.tasked = True
+        live.queue_open = True
         try:
             with trio.CancelScope() as scope:
                 live.task_scope = scope
@@ -581,6 +589,7 @@ class ServerSessions:
                 except Exception:
                     logger.exception("penguin server: the task of %s failed", live.session_id)
         finally:
+            live.queue_open = False  # before any checkpoint: a later task waits for the end
             with trio.CancelScope(shield=True), trio.move_on_after(_FLUSH_GRACE):
                 try:
                     await session.flush_trace()
@@ -611,6 +620,7 @@ class ServerSessions:
         if live is None or not live.running or live.interrupt is None:
             return False
         live.interrupt.set()  # first: the denied calls then record no decision (S6.6)
+        live.queue_open = False  # what was queued is dropped; what comes next waits
         live.approvals.deny_all()
         return True
 

@@ -30,6 +30,7 @@ from .support import (
     error_of,
     exec_command,
     gated,
+    hang,
     open_stream,
     say,
     start_task,
@@ -274,6 +275,28 @@ async def test_22_2_queue_if_busy_runs_the_task_after_the_running_one(
     assert texts.index("second") < texts.index("Done.")  # the queued task's answer
 
 
+async def test_22_2_queue_if_busy_after_an_abort_waits_and_starts_the_task(
+    client: httpx.AsyncClient, model: ScriptedModel
+) -> None:
+    model.script("stall", hang("Thinking"))
+    sid = (await create_session(client))["sessionId"]
+    async with open_stream(client, sid) as stream:
+        await start_task(client, sid, "stall")
+        await stream.until(lambda e: e.type == "partial_text")
+        assert (await client.post(f"/api/sessions/{sid}/abort")).status_code == 202
+        after = await client.post(
+            f"/api/sessions/{sid}/tasks",
+            json={"input": [{"type": "text", "text": "again"}], "queueIfBusy": True},
+        )
+        assert after.status_code == 202
+        assert after.json() == {"sessionId": sid}  # not queued: it started once the other ended
+        await stream.until(lambda e: e.is_state("idle"))
+        await stream.until(lambda e: e.is_state("running"))
+        await stream.until(lambda e: e.is_state("idle"))
+    texts = [m["payload"].get("text") for m in (await messages(client, sid))]
+    assert texts.index("again") < texts.index("Done.")  # the new task was answered
+
+
 async def messages(client: httpx.AsyncClient, sid: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = (await client.get(f"/api/sessions/{sid}/messages")).json()[
         "messages"
@@ -293,7 +316,12 @@ async def test_22_2_process_rows_in_both_shapes_and_delete(
     async with open_stream(client, sid) as stream:
         await start_task(client, sid, "start it")
         await stream.until_idle()
-    rows = (await client.get(f"/api/sessions/{sid}/processes")).json()["processes"]
+    with trio.fail_after(10):
+        while True:  # pid is null while the background launch waits for its process
+            rows = (await client.get(f"/api/sessions/{sid}/processes")).json()["processes"]
+            if len(rows) != 1 or rows[0]["pid"] is not None:
+                break
+            await trio.sleep(0.01)
     assert len(rows) == 1
     row = rows[0]
     assert row["command"] == row["cmd"] == "sleep 30"
