@@ -538,13 +538,14 @@ class ServerSessions:
             raise
         return False
 
-    def _publish_state(self, live: _Live, state: str) -> None:
+    def _publish_state(self, live: _Live, state: str, at: str) -> None:
         live.channel.publish_server_event(_task_state(state))
         self.events.publish_server_event(
             {
                 "type": "session_state",
                 "sessionId": live.session_id,
                 "state": state,
+                "lastActiveAt": at,
                 "hasTrace": True,
             }
         )
@@ -569,11 +570,12 @@ class ServerSessions:
         try:
             with trio.CancelScope() as scope:
                 live.task_scope = scope
-                self._publish_state(live, "running")
+                started = om.now_iso()
+                self._publish_state(live, "running", started)
                 task_status.started()
                 try:
                     while True:
-                        await self.index.update(live.session_id, last_active_at=om.now_iso())
+                        await self.index.update(live.session_id, last_active_at=started)
                         async with session.run(
                             messages, approve=approver, interrupt=interrupt
                         ) as run:
@@ -586,14 +588,16 @@ class ServerSessions:
                         if not live.queued or interrupt.is_set():
                             break
                         messages = live.queued.pop(0)
+                        started = om.now_iso()
                 except Exception:
                     logger.exception("penguin server: the task of %s failed", live.session_id)
         finally:
             live.queue_open = False  # before any checkpoint: a later task waits for the end
+            ended = om.now_iso()
             with trio.CancelScope(shield=True), trio.move_on_after(_FLUSH_GRACE):
                 try:
                     await session.flush_trace()
-                    await self.index.update(live.session_id, last_active_at=om.now_iso())
+                    await self.index.update(live.session_id, last_active_at=ended)
                 except Exception:
                     logger.exception("penguin server: ending the task of %s", live.session_id)
             live.running = False
@@ -602,7 +606,7 @@ class ServerSessions:
             live.task_scope = None
             live.queued.clear()
             live.approvals.deny_all()
-            self._publish_state(live, "idle")
+            self._publish_state(live, "idle", ended)
             live.task_done.set()
 
     async def steer(self, session_id: str, text: str) -> None:

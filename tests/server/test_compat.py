@@ -353,12 +353,16 @@ async def test_22_2_events_carry_session_state_and_title(client: httpx.AsyncClie
                 "type": "session_state",
                 "sessionId": sid,
                 "state": "running",
+                "lastActiveAt": running.data["lastActiveAt"],
                 "hasTrace": True,
             }
             assert running.event == "server_event"
             assert running.id
             idle = await events.until_type("session_state")
             assert idle.data["state"] == "idle"
+            info = (await client.get(f"/api/sessions/{sid}")).json()["session"]
+            assert info["createdAt"] <= running.data["lastActiveAt"] <= idle.data["lastActiveAt"]
+            assert idle.data["lastActiveAt"] == info["lastActiveAt"]
             await client.patch(f"/api/sessions/{sid}", json={"title": "Renamed"})
             titled = await events.until_type("session_title")
             assert titled.data == {"type": "session_title", "sessionId": sid, "title": "Renamed"}
