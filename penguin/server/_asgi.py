@@ -381,6 +381,7 @@ async def send_event_stream(subscriber: Subscriber, receive: Receive, send: Send
         subscriber.close()
 
 
+@final
 class EventStreamResponse(Response):
     """``text/event-stream`` fed by a channel subscriber (see :func:`~._asgi.send_event_stream`)."""
 

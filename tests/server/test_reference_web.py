@@ -14,7 +14,8 @@ The server runs with its scripted model on a thread of its own
 (:class:`~tests.server.browser.ThreadedServer`), over real sockets. Every test fails on
 a script error in the page, a Content-Security-Policy violation, and any HTTP error
 except the 404s of the routes the app tolerates penguin not having (terminals, skills,
-goals). Screenshots of the main steps go to ``$PENGUIN_SCREENSHOTS`` when set, else to the test's temporary folder.
+goals). Screenshots of the main steps go to ``$PENGUIN_SCREENSHOTS`` when set, else to
+the test's temporary folder.
 """
 
 from __future__ import annotations
