@@ -24,7 +24,8 @@ holds only the root and the one class of ``penguin.agent``::
           │  penguin.trace (trace/_errors.py)
           ├── TraceError                     a trace file itself is the problem
           │    ├── MalformedTraceError       (ValueError) a strict read met a bad line
-          │    └── TraceAppendError          (OSError) a record could not be appended whole
+          │    ├── TraceAppendError          (OSError) a record could not be appended whole
+          │    └── TraceWriteError           (OSError) the disk refused a record; none of it kept
           │  penguin.llm (llm/_errors.py)
           ├── LLMStreamError                 a request ended abnormally (internal to a client)
           │  penguin.environment (environment/_errors.py)
@@ -52,6 +53,7 @@ holds only the root and the one class of ``penguin.agent``::
           │  penguin.server (server/_errors.py)
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body
+          ├── UiFolderError                  (ValueError) --ui names no folder with an index.html
           │  penguin.cli (cli/_lock.py)
           ├── SessionLockedError             (RuntimeError) the session is open in another chat
           │  penguin (this module; raised by penguin/agent.py)

@@ -39,8 +39,10 @@ examples:
   penguin server --port 0                       (any free port)
   PENGUIN_SERVER_TOKEN=secret penguin server --root ~/agents
   penguin server --host 0.0.0.0 --allow-host devbox.lan
+  penguin server --ui ../penguin-web/dist        (the PenguinHarness web app instead)
 
-exit status: 0 after a clean stop, 1 when it cannot start (bad option, port in use)
+exit status: 0 after a clean stop, 1 when it cannot start (bad option, --ui folder
+without index.html, port in use)
 """
 
 
@@ -89,11 +91,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "after SECONDS with no task running and no background command alive; its next "
         "task reopens it from its trace (default 1800; 0 = never)",
     )
+    parser.add_argument(
+        "--ui",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="serve the single-page front end built in DIR (its index.html and files) "
+        "instead of penguin's page, e.g. the PenguinHarness web app",
+    )
     parser.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
     from penguin.server import ServerOptions, run_server
+    from penguin.server._compat import UiFolderError, check_ui_folder
     from penguin.server._routes import PROJECT_ID
 
     if not 0 <= args.port <= 65535:
@@ -108,6 +119,12 @@ def _main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.ui is not None:
+        try:
+            check_ui_folder(args.ui)
+        except UiFolderError as exc:
+            print(f"penguin server: {exc}", file=sys.stderr)
+            return 1
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     server_log = _log.child("server")
@@ -121,5 +138,6 @@ def _main(args: argparse.Namespace) -> int:
         project_id=args.project_id,
         allow_hosts=tuple(args.allow_host),
         idle_close=args.idle_close or None,
+        ui=args.ui,
     )
     return trio.run(run_server, options)

@@ -11,13 +11,18 @@ The page (``GET /``): ``/?token=TOKEN`` with the right token sets the
 ``penguin_token`` cookie (HttpOnly, SameSite=Strict, Path=/) and redirects (303) to
 ``/``; a wrong one is 401. ``/`` with a valid cookie serves ``static/index.html``;
 without, a short page that says to open the URL the server printed. The page's
-other files are served from ``/static/``.
+other files are served from ``/static/``. With ``--ui DIR`` (a
+:class:`~._compat.UiFolder`) that folder's ``index.html`` is the page instead, and
+every path no route takes is one of its files, else that page (a single-page app's
+own routes). The routes the reference's web app needs beyond the spec are in
+:mod:`._compat`.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Final
 
 from starlette.requests import Request
@@ -27,9 +32,9 @@ from starlette.routing import BaseRoute, Route, Router
 from penguin._version import __version__
 from penguin.approval import APPROVAL_MODES
 
-from ._asgi import TOKEN_COOKIE, Receive, Scope, Send, request_token, send_event_stream
+from . import _compat
+from ._asgi import TOKEN_COOKIE, EventStreamResponse, request_token
 from ._asgi import token_matches as token_matches
-from ._channel import Subscriber
 from ._errors import ApiError
 from ._requests import (
     create_session_request,
@@ -61,18 +66,6 @@ printed when it started (it ends in <code>/?token=...</code>).</p></body></html>
 """
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class EventStreamResponse(Response):
-    """``text/event-stream`` fed by a channel subscriber (see :func:`~._asgi.send_event_stream`)."""
-
-    def __init__(self, subscriber: Subscriber) -> None:
-        super().__init__(media_type="text/event-stream")
-        self.subscriber = subscriber
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Write the stream until the subscriber ends or the client goes away."""
-        await send_event_stream(self.subscriber, receive, send)
 
 
 def _static_files() -> dict[str, bytes]:
@@ -108,9 +101,12 @@ def _by_method(**endpoints: Endpoint) -> Endpoint:
     return dispatch
 
 
-def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Router:
-    """The server's routes over ``sessions``."""
+def build_router(
+    sessions: ServerSessions, *, token: str, project_id: str, ui: _compat.UiFolder | None = None
+) -> Router:
+    """The server's routes over ``sessions``; ``ui`` serves another front end (``--ui``)."""
     static = _static_files()
+    compat = _compat.Compat(sessions, token, project_id)
 
     async def page(request: Request) -> Response:
         given = request.query_params.getlist("token")
@@ -124,6 +120,8 @@ def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Ro
                 TOKEN_COOKIE, token, path="/", httponly=True, samesite="strict", secure=False
             )
             return response
+        if token_matches(request_token(request.scope), token) and ui is not None:
+            return Response(await ui.index(), media_type=STATIC_TYPES[".html"])
         if token_matches(request_token(request.scope), token) and "index.html" in static:
             return Response(static["index.html"], media_type=STATIC_TYPES[".html"])
         return Response(_SIGN_IN, status_code=401, media_type=STATIC_TYPES[".html"])
@@ -147,24 +145,6 @@ def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Ro
                 "approvalModes": list(APPROVAL_MODES),
             }
         )
-
-    async def list_agents(request: Request) -> Response:
-        ids = _ids(request)
-        return _json({"agents": await sessions.agents(ids["project"])})
-
-    async def list_models(request: Request) -> Response:
-        ids = _ids(request)
-        return _json({"models": await sessions.models(ids["project"])})
-
-    async def list_sessions(request: Request) -> Response:
-        ids = _ids(request)
-        flag = request.query_params.get("archived", "0").strip().lower()
-        if flag not in ("0", "1", "true", "false", ""):
-            raise ApiError(400, "invalid_request", "The parameter 'archived' must be 0 or 1.")
-        found = await sessions.list_sessions(
-            ids["project"], ids["agent"], archived=flag in ("1", "true")
-        )
-        return _json({"sessions": found})
 
     async def create_session(request: Request) -> Response:
         ids = _ids(request)
@@ -193,8 +173,10 @@ def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Ro
     async def start_task(request: Request) -> Response:
         ids = _ids(request)
         body = start_task_request(await request.body())
-        await sessions.start_task(ids["session"], body.texts)
-        return _json({"sessionId": ids["session"]}, 202)
+        queued = await sessions.start_task(
+            ids["session"], body.texts, queue_if_busy=body.queue_if_busy
+        )
+        return _json({"sessionId": ids["session"], **({"queued": True} if queued else {})}, 202)
 
     async def steer(request: Request) -> Response:
         ids = _ids(request)
@@ -236,14 +218,14 @@ def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Ro
     agents = "/api/projects/{project}/agents"
     routes: list[BaseRoute] = [
         Route("/", page, methods=["GET"]),
-        Route("/static/{asset}", asset, methods=["GET"]),
+        *([Route("/static/{asset}", asset, methods=["GET"])] if ui is None else []),
         Route("/api/health", health, methods=["GET"]),
         Route("/api/server", server_info, methods=["GET"]),
-        Route(agents, list_agents, methods=["GET"]),
-        Route("/api/projects/{project}/models", list_models, methods=["GET"]),
+        Route(agents, partial(_compat.agents, compat), methods=["GET"]),
+        Route("/api/projects/{project}/models", partial(_compat.models, compat), methods=["GET"]),
         Route(
             f"{agents}/{{agent}}/sessions",
-            _by_method(GET=list_sessions, POST=create_session),
+            _by_method(GET=partial(_compat.list_sessions, sessions), POST=create_session),
             methods=["GET", "POST"],
         ),
         Route(
@@ -260,5 +242,8 @@ def build_router(sessions: ServerSessions, *, token: str, project_id: str) -> Ro
         Route(f"{session}/stream", stream, methods=["GET"]),
         Route(f"{session}/processes", list_processes, methods=["GET"]),
         Route(f"{session}/processes/{{process}}/kill", kill_process, methods=["POST"]),
+        *_compat.compat_routes(compat),
     ]
-    return Router(routes=routes, redirect_slashes=False)
+    if ui is not None:
+        ui.page = page
+    return Router(routes=routes, redirect_slashes=False, default=ui)

@@ -8,7 +8,8 @@ checks, in this order, and answers with the spec's error body when a check fails
    else 403 ``forbidden_host``, the DNS-rebinding defence;
 2. an ``Origin`` header, when there is one, is ``http://`` + that ``Host`` — else 403
    ``forbidden_origin``;
-3. under ``/api/`` (``GET /api/health`` excepted) the token, as ``Authorization:
+3. under ``/api/`` (``GET /api/health`` excepted, and ``POST /api/auth/login``, which
+   checks the token it is sent itself) the token, as ``Authorization:
    Bearer`` or the ``penguin_token`` cookie, compared in constant time — else 401
    ``unauthorized``;
 4. a POST, PATCH, PUT or DELETE with a body is ``application/json`` — else 415
@@ -19,12 +20,14 @@ checks, in this order, and answers with the spec's error body when a check fails
 
 Every response gets ``X-Content-Type-Options: nosniff``; ``/api/`` responses
 ``Cache-Control: no-store``; everything else (the page and its files) the
-``Content-Security-Policy``. No CORS header is ever sent. An :class:`~._errors.ApiError`
+``Content-Security-Policy`` (penguin's own, or the one given for a ``--ui`` front
+end). No CORS header is ever sent. An :class:`~._errors.ApiError`
 raised anywhere below becomes its error response; any other exception is logged with
 its traceback on stderr and answered 500 ``internal_error`` with a generic message,
 so no traceback ever reaches a client.
 
-:func:`send_event_stream` writes a :class:`~._channel.Subscriber` as
+:func:`send_event_stream` (the body of :class:`EventStreamResponse`) writes a
+:class:`~._channel.Subscriber` as
 ``text/event-stream``: each write carries everything queued since the last one, a
 client that goes away ends the response at once, and the subscriber is closed
 whatever happens.
@@ -40,6 +43,7 @@ from typing import Any, Final, final
 
 import trio
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from penguin import _log
 from penguin._concurrency import collapse_single
@@ -52,6 +56,7 @@ __all__ = [
     "CONTENT_SECURITY_POLICY",
     "TOKEN_COOKIE",
     "ASGIApp",
+    "EventStreamResponse",
     "Guard",
     "Receive",
     "Scope",
@@ -74,6 +79,7 @@ TOKEN_COOKIE: Final = "penguin_token"
 CONTENT_SECURITY_POLICY: Final = "default-src 'self'; frame-ancestors 'none'"
 _BODY_METHODS: Final = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 _HEALTH: Final = "/api/health"
+_LOGIN: Final = "/api/auth/login"
 
 
 def _headers(scope: Scope) -> dict[str, list[str]]:
@@ -165,10 +171,18 @@ async def send_json(
 class Guard:
     """The checks and headers of S2 around ``app``; see the module docstring."""
 
-    def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Collection[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        allowed_hosts: Collection[str],
+        content_security_policy: str = CONTENT_SECURITY_POLICY,
+    ) -> None:
         if not token:
             raise ValueError("the server needs a non-empty token")
         self._app = app
+        self._csp = content_security_policy.encode("latin-1")
         self._token = token
         self._allowed = frozenset(name.lower() for name in allowed_hosts)
 
@@ -192,7 +206,7 @@ class Guard:
                 if api:
                     extra.append((b"cache-control", b"no-store"))
                 else:
-                    extra.append((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()))
+                    extra.append((b"content-security-policy", self._csp))
                 message = {**message, "headers": [*message.get("headers", ()), *extra]}
             await send(message)
 
@@ -241,7 +255,9 @@ class Guard:
                     f"Requests from the origin {origin!r} are not accepted by this server.",
                 )
         method = scope.get("method", "GET")
-        public = path == _HEALTH and method in ("GET", "HEAD")
+        public = (path == _HEALTH and method in ("GET", "HEAD")) or (
+            path == _LOGIN and method == "POST"
+        )
         if api and not public and not token_matches(request_token(scope), self._token):
             raise ApiError(
                 401,
@@ -363,3 +379,16 @@ async def send_event_stream(subscriber: Subscriber, receive: Receive, send: Send
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
         subscriber.close()
+
+
+@final
+class EventStreamResponse(Response):
+    """``text/event-stream`` fed by a channel subscriber (see :func:`~._asgi.send_event_stream`)."""
+
+    def __init__(self, subscriber: Subscriber) -> None:
+        super().__init__(media_type="text/event-stream")
+        self.subscriber = subscriber
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Write the stream until the subscriber ends or the client goes away."""
+        await send_event_stream(self.subscriber, receive, send)

@@ -1,10 +1,11 @@
-"""The server's one exception: an API error that becomes the spec's error body (S3.1).
+"""The server's exceptions: an API error that becomes the spec's error body (S3.1).
 
 ::
 
     PenguinError
-     └── ApiError          status + code + message: {"error": {"code", "message"}}
-          └── BodyTooLarge  413 payload_too_large, raised while a body is being read
+     ├── ApiError          status + code + message: {"error": {"code", "message"}}
+     │    └── BodyTooLarge  413 payload_too_large, raised while a body is being read
+     └── UiFolderError     (ValueError) ``--ui`` names no folder, or one without index.html
 
 Every refusal the server makes — bad input, a missing token, an unknown id, a busy
 session — is raised as an :class:`ApiError` by the plain functions and objects that
@@ -19,10 +20,14 @@ from typing import Final
 
 from penguin._errors import PenguinError
 
-__all__ = ["MAX_BODY_BYTES", "ApiError", "BodyTooLarge", "error_body"]
+__all__ = ["MAX_BODY_BYTES", "ApiError", "BodyTooLarge", "UiFolderError", "error_body"]
 
 MAX_BODY_BYTES: Final = 1024 * 1024
 """Request bodies are capped at 1 MiB, counted as read (S2.5)."""
+
+
+class UiFolderError(PenguinError, ValueError):
+    """``--ui`` names no folder, or one without ``index.html`` (the server does not start)."""
 
 
 class ApiError(PenguinError):

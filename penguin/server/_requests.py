@@ -159,8 +159,13 @@ class UpdateSession:
 
 
 def update_session_request(raw: bytes) -> UpdateSession:
-    """Read a session-update body; an empty object is 400 ``no_update``."""
-    body = _fields(decode_json(raw), ("approvalMode", "title", "archived"))
+    """Read a session-update body; an empty object is 400 ``no_update``.
+
+    The reference's ``thinkingLevel`` is accepted and ignored (penguin has no
+    thinking levels; docs/reference/differences.md).
+    """
+    body = _fields(decode_json(raw), ("approvalMode", "title", "archived", "thinkingLevel"))
+    _string(body, "thinkingLevel")
     if not body:
         raise ApiError(
             400, "no_update", "The update is empty; give approvalMode, title or archived."
@@ -184,11 +189,22 @@ class StartTask:
     """``POST /api/sessions/{id}/tasks``: the texts of the user's input, in order."""
 
     texts: tuple[str, ...]
+    queue_if_busy: bool = False
+    """The reference's ``queueIfBusy``: queue the task behind a running one."""
 
 
 def start_task_request(raw: bytes) -> StartTask:
-    """Read a task body ``{"input": [{"type": "text", "text": T}, ...]}``."""
-    body = _fields(decode_json(raw), ("input",))
+    """Read a task body ``{"input": [{"type": "text", "text": T}, ...]}``.
+
+    The reference's optional fields are accepted: ``queueIfBusy`` (a boolean: queue
+    the task when one runs), and ``thinkingLevel`` and ``goal``, which are ignored
+    (docs/reference/differences.md).
+    """
+    body = _fields(decode_json(raw), ("input", "queueIfBusy", "thinkingLevel", "goal"))
+    queue = body.get("queueIfBusy")
+    if queue is not None and not isinstance(queue, bool):
+        raise _invalid(f"The field 'queueIfBusy' must be a boolean, not {_kind(queue)}.")
+    _string(body, "thinkingLevel")
     parts = body.get("input")
     if not isinstance(parts, list):
         raise _invalid(
@@ -212,7 +228,7 @@ def start_task_request(raw: bytes) -> StartTask:
             texts.append(text)
     if not texts:
         raise _invalid("The field 'input' has no non-empty text; say what the task is.")
-    return StartTask(tuple(texts))
+    return StartTask(tuple(texts), queue_if_busy=queue is True)
 
 
 @final

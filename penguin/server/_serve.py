@@ -39,7 +39,8 @@ from penguin import config as cfg
 from penguin._concurrency import collapse_single
 
 from ._app import build_router
-from ._asgi import Guard
+from ._asgi import CONTENT_SECURITY_POLICY, Guard
+from ._compat import UI_CONTENT_SECURITY_POLICY, UiFolder
 from ._index import INDEX_FILE
 from ._sessions import IDLE_CLOSE, SHUTDOWN_GRACE, ServerSessions
 
@@ -85,6 +86,8 @@ class ServerOptions:
     grace: float = SHUTDOWN_GRACE
     idle_close: float | None = IDLE_CLOSE
     """Seconds after which an idle session's Environment is closed; None: never."""
+    ui: Path | None = None
+    """``--ui DIR``: a built single-page front end served instead of penguin's page."""
 
 
 @final
@@ -193,6 +196,7 @@ def _hypercorn_config(options: ServerOptions) -> Config:
 async def open_server(options: ServerOptions = ServerOptions()) -> AsyncIterator[RunningServer]:
     """Serve until the block ends; see the module docstring."""
     token = resolve_token(options.token)
+    ui = None if options.ui is None else UiFolder(options.ui)  # UiFolderError before listening
     if options.allow_hosts and options.host.strip("[]") not in _WILDCARDS:
         logger.warning(
             "penguin server: --allow-host is used only with a wildcard --host (0.0.0.0 or ::)"
@@ -202,19 +206,22 @@ async def open_server(options: ServerOptions = ServerOptions()) -> AsyncIterator
             ServerSessions.open(
                 options.root, grace=options.grace, idle_close=options.idle_close
             ) as sessions,
-            _serving(options, sessions, token) as server,
+            _serving(options, sessions, token, ui) as server,
         ):
             yield server
 
 
 @asynccontextmanager
 async def _serving(
-    options: ServerOptions, sessions: ServerSessions, token: str
+    options: ServerOptions, sessions: ServerSessions, token: str, ui: UiFolder | None
 ) -> AsyncIterator[RunningServer]:
     app = Guard(
-        build_router(sessions, token=token, project_id=options.project_id),
+        build_router(sessions, token=token, project_id=options.project_id, ui=ui),
         token=token,
         allowed_hosts=allowed_hosts(options.host, options.allow_hosts),
+        content_security_policy=CONTENT_SECURITY_POLICY
+        if ui is None
+        else UI_CONTENT_SECURITY_POLICY,
     )
     stop = trio.Event()
     async with trio.open_nursery() as nursery:

@@ -57,7 +57,7 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
 from penguin.approval import DEFAULT_APPROVAL_MODE, AllowList, Answer
-from penguin.environment import WorkspaceError
+from penguin.environment import BackgroundCommand, WorkspaceError
 from penguin.trace import (
     TraceWriteError,
     find_session,
@@ -90,6 +90,8 @@ _PROBE_GRACE: Final = 2.0
 IDLE_CLOSE: Final = 1800.0
 """Seconds an open session may sit idle before its Environment is closed (S1.1)."""
 _SWEEP_MAX: Final = 30.0
+_MASK: Final = "********"
+"""Stands for a configured API key: the key itself is never sent."""
 
 Opener = Callable[[], AbstractAsyncContextManager[Session]]
 
@@ -132,6 +134,12 @@ class _Live:
     """What the session allows without asking ("allow for the session"); kept in memory."""
     failure: str | None = None
     """Why the last task failed (``trace write failed: …``); None after a task that did not."""
+    tasked: bool = False
+    """A task has started since the server opened the session (``hasTrace``)."""
+    queued: list[list[om.OmniMessage[om.Payload]]] = attrs.field(factory=list)
+    """Tasks sent with ``queueIfBusy`` while one ran; they run next, in order."""
+    queue_open: bool = False
+    """The running task will still take what is queued (not ending, not aborted)."""
 
     def __attrs_post_init__(self) -> None:
         self.task_done.set()  # idle
@@ -186,6 +194,8 @@ class ServerSessions:
         self._live: dict[str, _Live] = {}
         self._retiring: set[str] = set()
         self.closing = False
+        self.events = EventChannel(epoch)
+        """Server-wide ``session_state`` / ``session_title`` events (``GET /api/events``)."""
 
     @classmethod
     @asynccontextmanager
@@ -308,6 +318,7 @@ class ServerSessions:
                 location = await trio.to_thread.run_sync(find_session, traces, row.session_id)
                 path = None if location is None else location.path
             has_trace = path is not None
+        tasked = row.last_active_at != row.created_at or (live is not None and live.tasked)
         info: dict[str, object] = {
             "sessionId": row.session_id,
             "projectId": row.project_id,
@@ -323,8 +334,11 @@ class ServerSessions:
             "allowList": [] if live is None else list(live.allow_list.entries()),
             "createdAt": row.created_at,
             "lastActiveAt": row.last_active_at,
-            "hasTrace": has_trace,
+            "hasTrace": has_trace and tasked,
         }
+        info["status"] = info["state"]  # the reference's name for it (issue 22)
+        if row.title is None:
+            del info["title"]  # absent rather than null, as the reference sends it
         if trace_path:
             info["tracePath"] = None if path is None else str(path)
         return info
@@ -402,6 +416,10 @@ class ServerSessions:
         )
         if row is None:
             raise ApiError(404, "session_not_found", f"There is no session {session_id!r}.")
+        if request.title_set:
+            self.events.publish_server_event(
+                {"type": "session_title", "sessionId": session_id, "title": row.title}
+            )
         return await self._info(row)
 
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
@@ -563,11 +581,25 @@ class ServerSessions:
         if self.closing:
             raise ApiError(503, "shutting_down", "The server is shutting down; try again later.")
 
-    async def start_task(self, session_id: str, texts: Sequence[str]) -> None:
-        """Start a task (S5.1); it runs in the server's nursery. 409 when one is running."""
+    async def start_task(
+        self, session_id: str, texts: Sequence[str], *, queue_if_busy: bool = False
+    ) -> bool:
+        """Start a task (S5.1); it runs in the server's nursery. 409 when one is running.
+
+        With ``queue_if_busy`` a task sent while one runs is queued instead and runs
+        when that one ends, in the same busy period; True when it was queued. One
+        sent while the running task ends (or after an abort, which drops the queue)
+        waits for it to end and then starts as usual.
+        """
         row = await self._row(session_id)
         self._refuse_when_closing()
         live = self._live_for(session_id)
+        while live.busy and queue_if_busy:
+            if live.queue_open:
+                live.queued.append([om.user_text(text) for text in texts])
+                return True
+            await live.task_done.wait()  # it is ending: this one starts after it
+            self._refuse_when_closing()
         if live.busy:
             raise ApiError(
                 409,
@@ -586,6 +618,19 @@ class ServerSessions:
         except BaseException:
             live.busy = False
             raise
+        return False
+
+    def _publish_state(self, live: _Live, state: str, at: str, failure: str | None = None) -> None:
+        live.channel.publish_server_event(_task_state(state, failure))
+        self.events.publish_server_event(
+            {
+                "type": "session_state",
+                "sessionId": live.session_id,
+                "state": state,
+                "lastActiveAt": at,
+                "hasTrace": True,
+            }
+        )
 
     async def _run_task(
         self,
@@ -617,21 +662,31 @@ class ServerSessions:
         live.running = True
         live.failure = None
         live.task_done = trio.Event()
+        live.tasked = True
+        live.queue_open = True
         try:
             with trio.CancelScope() as scope:
                 live.task_scope = scope
-                live.channel.publish_server_event(_task_state("running"))
+                started = om.now_iso()
+                self._publish_state(live, "running", started)
                 self._nursery.start_soon(end_on_trace_failure)
                 task_status.started()
                 try:
-                    await self.index.update(live.session_id, last_active_at=om.now_iso())
-                    async with session.run(messages, approve=approver, interrupt=interrupt) as run:
-                        published = 0
-                        async for message in run:
-                            live.channel.publish_message(message)
-                            published += 1
-                            if published % _PUBLISH_SLICE == 0:
-                                await trio.lowlevel.checkpoint()
+                    while True:
+                        await self.index.update(live.session_id, last_active_at=started)
+                        async with session.run(
+                            messages, approve=approver, interrupt=interrupt
+                        ) as run:
+                            published = 0
+                            async for message in run:
+                                live.channel.publish_message(message)
+                                published += 1
+                                if published % _PUBLISH_SLICE == 0:
+                                    await trio.lowlevel.checkpoint()
+                        if not live.queued or interrupt.is_set():
+                            break
+                        messages = live.queued.pop(0)
+                        started = om.now_iso()
                 except Exception as exc:
                     trace_failure = _trace_failure(exc)
                     if trace_failure is None:
@@ -640,10 +695,12 @@ class ServerSessions:
                         failure = trace_failure
         finally:
             watching.cancel()
+            live.queue_open = False  # before any checkpoint: a later task waits for the end
+            ended = om.now_iso()
             with trio.CancelScope(shield=True), trio.move_on_after(_FLUSH_GRACE):
                 try:
                     await session.flush_trace()
-                    await self.index.update(live.session_id, last_active_at=om.now_iso())
+                    await self.index.update(live.session_id, last_active_at=ended)
                 except Exception:
                     logger.exception("penguin server: ending the task of %s", live.session_id)
             if failure is None and writer.failure is not None:
@@ -658,9 +715,10 @@ class ServerSessions:
             live.busy = False
             live.interrupt = None
             live.task_scope = None
+            live.queued.clear()
             live.approvals.deny_all()
             live.idle_since = trio.current_time()
-            live.channel.publish_server_event(_task_state(live.state, failure))
+            self._publish_state(live, live.state, ended, failure)
             live.task_done.set()
 
     async def _close_failed(self, live: _Live) -> None:
@@ -686,6 +744,7 @@ class ServerSessions:
         if live is None or not live.running or live.interrupt is None:
             return False
         live.interrupt.set()  # first: the denied calls then record no decision (S6.6)
+        live.queue_open = False  # what was queued is dropped; what comes next waits
         live.approvals.deny_all()
         return True
 
@@ -732,16 +791,7 @@ class ServerSessions:
         environment = session.environment
         with trio.move_on_after(_PROBE_GRACE):
             await environment.probe_background_command_services()
-        return [
-            {
-                "processId": command.process_id,
-                "command": command.cmd,
-                "state": "running" if command.running else "exited",
-                "exitCode": None,
-                "serviceUrl": command.service_url,
-            }
-            for command in environment.list_background_commands()
-        ]
+        return [_process_row(command) for command in environment.list_background_commands()]
 
     async def kill_process(self, session_id: str, process_id: str) -> None:
         """Kill one background command of the session; 404 ``process_not_found``."""
@@ -781,21 +831,14 @@ class ServerSessions:
         default = project.default_entry()
         if default is None and len(project.models) == 1:
             default = project.models[0]
-        return [
-            {
-                "provider": entry.provider,
-                "modelId": entry.model_id,
-                "vision": entry.vision,
-                "isDefault": entry is default,
-            }
-            for entry in project.models
-        ]
+        return [_model_row(entry, default=entry is default) for entry in project.models]
 
     # ------------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:
         """S1.4: deny every pending call, interrupt every task, wait ``grace``, close all."""
         self.closing = True
+        self.events.close()
         lives = list(self._live.values())
         for live in lives:
             if live.interrupt is not None:
@@ -833,6 +876,52 @@ def _keeps_open(session: Session) -> bool:
     if environment.has_running_background_subagents():
         return True
     return any(command.running for command in environment.list_background_commands())
+
+
+def _process_row(command: BackgroundCommand) -> dict[str, object]:
+    """S5.5's fields, and the reference's (``pid``, ``cmd``, ``cwd``, ``startedAt``, ``running``).
+
+    ``serviceUrl`` is left out when there is none: the reference's web app reads any
+    value present, null included, as a URL (issue 22).
+    """
+    row: dict[str, object] = {
+        "processId": command.process_id,
+        "command": command.cmd,
+        "state": "running" if command.running else "exited",
+        "exitCode": None,
+        "pid": command.pid,
+        "cmd": command.cmd,
+        "cwd": command.cwd,
+        "startedAt": _timestamp(command.started_at),
+        "running": command.running,
+    }
+    if command.service_url is not None:
+        row["serviceUrl"] = command.service_url
+    return row
+
+
+def _model_row(entry: cfg.ModelEntry, *, default: bool) -> dict[str, object]:
+    """One model as the API lists it; the key itself never, only that one is set (issue 22)."""
+    row: dict[str, object] = {
+        "provider": entry.provider,
+        "modelId": entry.model_id,
+        "vision": entry.vision,
+        "isDefault": default,
+    }
+    if entry.context_window is not None:
+        row["contextWindow"] = entry.context_window
+    if entry.api_key:
+        row["credential"] = {"apiKeyMasked": _MASK}
+    elif entry.api_key_env and os.environ.get(entry.api_key_env):
+        row["envKeyMasked"] = _MASK
+    return row
+
+
+def _timestamp(epoch_seconds: float) -> str:
+    """``epoch_seconds`` as the protocol writes times (``2026-11-29T21:28:46.123Z``)."""
+    millis = int(epoch_seconds * 1000)
+    second = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis // 1000))
+    return f"{second}.{millis % 1000:03d}Z"
 
 
 async def _check_workspace(workspace: str) -> None:

@@ -47,10 +47,13 @@ def chromium_path() -> str | None:
 class ThreadedServer:
     """``open_server`` and the scripted model on a thread running its own Trio loop."""
 
-    def __init__(self, root: Path, model: ScriptedModel, *, port: int = 0) -> None:
+    def __init__(
+        self, root: Path, model: ScriptedModel, *, port: int = 0, ui: Path | None = None
+    ) -> None:
         self.root = root
         self.model = model
         self.port = port
+        self.ui = ui
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="penguin-server", daemon=True)
         self._server: RunningServer | None = None
@@ -112,7 +115,9 @@ class ThreadedServer:
     async def _main(self) -> None:
         async with t.serve_openai_compatible(self.model) as model_server:
             configure_model(self.root, model_server.base_url)
-            options = ServerOptions(port=self.port, root=self.root, token=TOKEN, grace=5.0)
+            options = ServerOptions(
+                port=self.port, root=self.root, token=TOKEN, grace=5.0, ui=self.ui
+            )
             async with open_server(options) as server:
                 self._server = server
                 self._trio_token = trio.lowlevel.current_trio_token()

@@ -1082,7 +1082,8 @@ async function refreshSessions() {
   const agentId = (state.info && state.info.agentId) || "default_agent";
   let agents;
   try {
-    agents = (await api("GET", `/api/projects/${project}/agents`)).agents;
+    // AgentSummary objects ({agentId}), the reference's shape
+    agents = (await api("GET", `/api/projects/${project}/agents`)).agents.map((agent) => agent.agentId);
   } catch (error) {
     if (error.status !== 401) setConnection("offline");
     return;
