@@ -73,8 +73,13 @@ async def bench_latency(workdir: Path, rounds: int) -> None:
     print(f"    {'ok  ' if ok else 'MISS'} target: p50 <= 1.3 x, <= 2 ms added at p99")
 
 
+def _load() -> str:
+    with open("/proc/loadavg", encoding="ascii") as handle:
+        return handle.read().strip()
+
+
 async def main(quick: bool, sessions: bool) -> None:
-    print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"load average: {_load()}")
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as tmp:
         await bench_latency(Path(tmp), 150 if quick else 500)
         if sessions:
@@ -83,7 +88,7 @@ async def main(quick: bool, sessions: bool) -> None:
             await stress_sessions.bench_sessions(
                 Path(tmp), 16 if quick else 64, 3.0 if quick else 10.0
             )
-    print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"load average: {_load()}")
 
 
 if __name__ == "__main__":
