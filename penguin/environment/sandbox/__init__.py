@@ -16,7 +16,15 @@ from __future__ import annotations
 from penguin._errors import SandboxUnavailableError
 
 from ._linux import Support, landlock_abi, probe
-from ._policy import MODES, Layout, SandboxMode, SandboxPolicy, policy_from_mapping, resolve_layout
+from ._policy import (
+    MODES,
+    Layout,
+    SandboxMode,
+    SandboxPolicy,
+    policy_from_mapping,
+    recorded_policy,
+    resolve_layout,
+)
 from ._runtime import TMP_DIR_NAME, CommandSandbox, close_sandbox, open_sandbox
 
 __all__ = [
@@ -33,6 +41,7 @@ __all__ = [
     "open_sandbox",
     "policy_from_mapping",
     "probe",
+    "recorded_policy",
     "refusal",
     "resolve_layout",
     "warning",

@@ -14,8 +14,8 @@ every command start and every file-tool call, and the kernel-facing part
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import Final, Literal, TypeAlias, final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 
@@ -24,6 +24,8 @@ __all__ = [
     "Layout",
     "SandboxMode",
     "SandboxPolicy",
+    "policy_from_mapping",
+    "recorded_policy",
     "resolve_layout",
     "write_denial",
 ]
@@ -270,4 +272,17 @@ def policy_from_mapping(value: object, *, where: str) -> SandboxPolicy:
         writable_roots=lists["writable_roots"],
         writable_tmp=tmp,
         protected=lists["protected"],
+    )
+
+
+def recorded_policy(
+    recorded: Mapping[str, Any] | None, project: SandboxPolicy | None
+) -> SandboxPolicy | None:
+    """The policy a trace's ``session_meta`` records, over the project's other fields."""
+    if not recorded or recorded.get("mode") not in MODES:
+        return None
+    network = recorded.get("network")
+    base = project if project is not None else SandboxPolicy(mode="off")
+    return attrs.evolve(
+        base, mode=recorded["mode"], network=network if isinstance(network, bool) else None
     )

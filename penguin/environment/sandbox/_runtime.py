@@ -102,6 +102,18 @@ class CommandSandbox:
             executable = None
         return current.command(argv, executable, str(cwd)), None
 
+    def wrap_blocking(self, argv: Sequence[str], cwd: Path) -> tuple[str, ...]:
+        """:meth:`wrap` outside Trio (``penguin sandbox``); raise ``OSError``."""
+        if not self.policy.enforced:
+            return tuple(argv)
+        layout = self.layout()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        namespaces = build_namespaces(layout, env)
+        if self._current is not None:
+            self._retired.append(self._current)
+        self._current = namespaces
+        return namespaces.command(argv, None, str(cwd))
+
     def write_denial(self, file_path: str, resolved: str) -> str | None:
         """X2.2's text when a file tool may not write ``resolved``, else ``None``."""
         return write_denial(file_path, resolved, self.layout())
