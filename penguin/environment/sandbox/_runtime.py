@@ -89,6 +89,17 @@ class CommandSandbox:
         if not self.policy.enforced:
             await trio.lowlevel.checkpoint()
             return tuple(argv), executable
+        current = await self.prepare()
+        if executable is not None and shutil.which(argv[0], path=path) == executable:
+            executable = None
+        return current.command(argv, executable, str(cwd)), None
+
+    async def prepare(self) -> Namespaces:
+        """The namespaces of the layout right now, made if it changed; raise ``OSError``.
+
+        The Environment calls it as it opens, so the first command does not wait for
+        ``bwrap`` (nor count that wait against its timeout).
+        """
         layout = self.layout()
         async with self._lock:
             current = self._current
@@ -98,9 +109,7 @@ class CommandSandbox:
                 if current is not None:
                     self._retired.append(current)
                 self._current = current = fresh
-        if executable is not None and shutil.which(argv[0], path=path) == executable:
-            executable = None
-        return current.command(argv, executable, str(cwd)), None
+        return current
 
     def wrap_blocking(self, argv: Sequence[str], cwd: Path) -> tuple[str, ...]:
         """:meth:`wrap` outside Trio (``penguin sandbox``); raise ``OSError``."""
@@ -149,7 +158,16 @@ async def open_sandbox(
         from penguin.config import data_root
 
         root = data_root()
-    return CommandSandbox(policy, workspace=workspace, scratchpad=scratchpad, data_root=root)
+    sandbox = CommandSandbox(policy, workspace=workspace, scratchpad=scratchpad, data_root=root)
+    try:
+        await sandbox.prepare()
+    except OSError as error:
+        sandbox.close()
+        raise SandboxUnavailableError(str(error) or "bwrap failed") from error
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
 
 
 @contextmanager
