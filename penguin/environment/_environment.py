@@ -282,6 +282,7 @@ class Environment:
                 workspace=config.workspace_dir,
                 owner=commands.tag,
                 reserved=frozenset(tool.name for tool in self._tools),
+                sandbox=commands.sandbox,
             )
         self._archive_root = (
             None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
