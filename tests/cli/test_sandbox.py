@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,24 @@ def test_x2_2_tool_under_a_sandbox(tmp_path: Path) -> None:
     default = penguin("tool", "write_file", '{"file_path": "a.txt", "content": "x"}', cwd=tmp_path)
     assert default.returncode == 0  # off by default for penguin tool
     assert (tmp_path / "a.txt").read_text() == "x"
+
+
+@kernel
+def test_c5_5_a_resumed_chat_keeps_the_recorded_policy_or_names_the_change(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from penguin.cli._sandbox import resumed_policy
+
+    recorded = {"mode": "read-only", "network": False}
+    kept = resumed_policy(Namespace(sandbox=None, network=None), recorded, None, prog="p")
+    assert kept.summary() == recorded
+    assert capsys.readouterr().err == ""
+    changed = resumed_policy(
+        Namespace(sandbox="workspace-write", network=None), recorded, None, prog="p"
+    )
+    assert changed.summary() == {"mode": "workspace-write", "network": False}
+    assert capsys.readouterr().err == (
+        "sandbox: read-only, network off -> workspace-write, network off\n"
+    )
+    none = resumed_policy(Namespace(sandbox=None, network=None), None, None, prog="p")
+    assert none.summary() == {"mode": "off", "network": True}
