@@ -191,11 +191,12 @@ class Namespaces:
         self._fds = dict(fds)
         pid = os.getpid()
         self._prefix: tuple[str, ...] = (
-            "nsenter",
+            shutil.which("nsenter") or "nsenter",  # absolute: no PATH search per command
             *(f"--{kind}=/proc/{pid}/fd/{fd}" for kind, fd in self._fds.items()),
             "--preserve-credentials",
         )
-        self._setpriv: tuple[str, ...] = ("setpriv", *_SETPRIV_ARGS) if os.geteuid() == 0 else ()
+        setpriv = shutil.which("setpriv") or "setpriv"
+        self._setpriv: tuple[str, ...] = (setpriv, *_SETPRIV_ARGS) if os.geteuid() == 0 else ()
 
     @property
     def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
