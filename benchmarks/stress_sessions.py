@@ -91,9 +91,14 @@ def _children() -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if p.pid != watchdog]
 
 
+SANDBOX: penguin.SandboxPolicy | None = None
+"""The sandbox every Environment of the run opens with (``--sandbox``; ``None``: off)."""
+
+
 @asynccontextmanager
 async def _environment(workdir: Path) -> AsyncIterator[penguin.Environment]:
-    async with penguin.Environment.open(penguin.EnvironmentConfig(workspace_dir=workdir)) as env:
+    config = penguin.EnvironmentConfig(workspace_dir=workdir, sandbox=SANDBOX)
+    async with penguin.Environment.open(config) as env:
         start = time.perf_counter()
         out = await env.call_tool(_call("exec_command", cmd="true"))
         assert out.payload.stop_reason == "completed", out.payload.output
@@ -383,5 +388,15 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller volumes, for a smoke run")
+    parser.add_argument(
+        "--sandbox",
+        choices=("off", "read-only", "workspace-write"),
+        default="off",
+        help="run every Environment under this sandbox mode (spec/sandbox.md X4.1)",
+    )
+    parser.add_argument("--no-network", action="store_true", help="with --sandbox: network off")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    trio.run(main, parser.parse_args().quick)
+    args = parser.parse_args()
+    if args.sandbox != "off" or args.no_network:
+        SANDBOX = penguin.SandboxPolicy(mode=args.sandbox, network=not args.no_network)
+    trio.run(main, args.quick)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from penguin._errors import PenguinError as PenguinError
+from penguin._errors import SandboxUnavailableError as SandboxUnavailableError
 from penguin._version import __version__ as __version__
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from penguin.environment import ToolContext as ToolContext
     from penguin.environment import ToolResult as ToolResult
     from penguin.environment import WorkspaceError as WorkspaceError
+    from penguin.environment.sandbox import SandboxPolicy as SandboxPolicy
 
 __all__ = [
     "Agent",
@@ -58,6 +60,8 @@ __all__ = [
     "EnvironmentClosedError",
     "EnvironmentConfig",
     "PenguinError",
+    "SandboxPolicy",
+    "SandboxUnavailableError",
     "Session",
     "SessionNotFoundError",
     "Tool",
@@ -92,6 +96,7 @@ if not TYPE_CHECKING:
             "ToolContext": ".environment",
             "ToolResult": ".environment",
             "WorkspaceError": ".environment",
+            "SandboxPolicy": ".environment.sandbox",
             "approval": ".approval",
             "batch": ".batch",
             "config": ".config",

@@ -57,7 +57,9 @@ holds only the root and the one class of ``penguin.agent``::
           │  penguin.cli (cli/_lock.py)
           ├── SessionLockedError             (RuntimeError) the session is open in another chat
           │  penguin (this module; raised by penguin/agent.py)
-          └── SessionNotFoundError           (LookupError) no trace of that session id
+          ├── SessionNotFoundError           (LookupError) no trace of that session id
+          │  penguin (this module; raised by penguin/environment/sandbox)
+          └── SandboxUnavailableError        (RuntimeError) the kernel cannot enforce the sandbox
 
 A few modules also keep a private exception for their own control flow (a too-large
 environment dump, a file that is not a regular file, a usage error of ``penguin
@@ -73,7 +75,7 @@ This module imports nothing from penguin, so every layer can import it.
 
 from __future__ import annotations
 
-__all__ = ["PenguinError", "SessionNotFoundError"]
+__all__ = ["PenguinError", "SandboxUnavailableError", "SessionNotFoundError"]
 
 
 class PenguinError(Exception):
@@ -87,3 +89,15 @@ class PenguinError(Exception):
 
 class SessionNotFoundError(PenguinError, LookupError):
     """No trace of that session id under this agent."""
+
+
+class SandboxUnavailableError(PenguinError, RuntimeError):
+    """A sandbox mode was chosen that this machine cannot enforce (spec/sandbox.md X3.1).
+
+    The message is ``sandbox unavailable: <reason>; use --sandbox off to run without it``;
+    ``reason`` is the reason alone.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"sandbox unavailable: {reason}; use --sandbox off to run without it")
+        self.reason = reason

@@ -53,15 +53,28 @@ from penguin.environment import (
     SubagentSpawnError,
     ToolServices,
 )
+from penguin.environment.sandbox import SandboxPolicy, policy_from_mapping, recorded_policy
 from penguin.llm import LLM, LLMRequest, LLMResponse, OpenAIChatLLM
 from penguin.trace import TraceWriter, find_session, read_trace
 
-__all__ = ["MAX_SUBAGENT_DEPTH", "Agent", "ChildSessionRunner", "Session", "SessionNotFoundError"]
+__all__ = [
+    "FROM_PROJECT",
+    "FROM_TRACE",
+    "MAX_SUBAGENT_DEPTH",
+    "Agent",
+    "ChildSessionRunner",
+    "Session",
+    "SessionNotFoundError",
+]
 
 _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
 MAX_SUBAGENT_DEPTH: Final = 1
 """Sessions below a top-level one: a child (depth 1) spawns no subagent of its own."""
+FROM_PROJECT: Final = object()
+"""``Agent.session(sandbox=...)``'s default: the project file's ``[sandbox]``, else none."""
+FROM_TRACE: Final = object()
+"""``Agent.resume_session(sandbox=...)``'s default: the policy the trace records."""
 
 
 @attrs.define(eq=False)
@@ -96,6 +109,31 @@ class Agent:
         """The project's ``.project_config.toml`` (models, command policy), read now."""
         return cfg.load_project_config(self.paths.project_config)
 
+    def sandbox_policy(
+        self, chosen: SandboxPolicy | object | None = FROM_PROJECT
+    ) -> SandboxPolicy | None:
+        """The sandbox a session of this agent runs under (spec/sandbox.md X1.3).
+
+        ``chosen`` wins; :data:`FROM_PROJECT` reads the project file's ``[sandbox]``
+        (none when absent; a broken one raises :class:`penguin.config.ConfigError`).
+        The policy keeps this agent's data root read-only.
+        """
+        if chosen is FROM_PROJECT:
+            project = self.project_config()
+            if project.sandbox is None:
+                return None
+            try:
+                chosen = policy_from_mapping(project.sandbox, where="sandbox")
+            except ValueError as exc:
+                raise cfg.ConfigError(str(exc), project.path, field="sandbox") from exc
+        if chosen is None:
+            return None
+        if not isinstance(chosen, SandboxPolicy):
+            raise TypeError(f"sandbox must be a penguin.SandboxPolicy or None, got {chosen!r}")
+        if chosen.data_root is None:
+            chosen = attrs.evolve(chosen, data_root=str(self.paths.root))
+        return chosen
+
     def model_client(
         self, *, provider: str | None = None, model_id: str | None = None
     ) -> OpenAIChatLLM:
@@ -122,6 +160,7 @@ class Agent:
         provider: str | None = None,
         model_id: str | None = None,
         vision: bool | None = None,
+        sandbox: SandboxPolicy | object | None = FROM_PROJECT,
     ) -> AsyncIterator[Session]:
         """Start a new session; leaving the block ends it (and everything it started).
 
@@ -129,8 +168,10 @@ class Agent:
         ``llm`` defaults to the project's default model (or ``provider`` +
         ``model_id``). ``vision`` says whether the model takes images (default: what
         the project's catalog says, else true); it picks read_image or
-        describe_image.
+        describe_image. ``sandbox`` is the session's policy (spec/sandbox.md): by
+        default the project file's ``[sandbox]``, else none; ``None`` is none.
         """
+        policy = self.sandbox_policy(sandbox)
         session_id = cfg.new_session_id()
         owned_llm: OpenAIChatLLM | None = None
         if llm is None:  # first: a missing model must not leave an empty workspace behind
@@ -145,20 +186,34 @@ class Agent:
         async with (
             _closed_after(owned_llm),
             _assemble(
-                self, session_id, workspace, llm, writer, vision=vision, ledger=None
+                self,
+                session_id,
+                workspace,
+                llm,
+                writer,
+                vision=vision,
+                ledger=None,
+                sandbox=policy,
             ) as session,
         ):
             yield session
 
     @asynccontextmanager
     async def resume_session(
-        self, session_id: str, llm: LLM | None = None, *, vision: bool | None = None
+        self,
+        session_id: str,
+        llm: LLM | None = None,
+        *,
+        vision: bool | None = None,
+        sandbox: SandboxPolicy | object | None = FROM_TRACE,
     ) -> AsyncIterator[Session]:
         """Reopen a session from its trace, continuing in the same file.
 
         The workspace and the model come from the trace's ``session_meta`` (pass
         ``llm`` to override the client). The replayed context, carry-over and
-        counters are exactly what the session had when it stopped.
+        counters are exactly what the session had when it stopped. ``sandbox``
+        defaults to the policy the trace records (its mode and network, with the
+        project file's roots and protected paths; none when it records none).
         """
         location = find_session(self.paths.traces_dir, session_id)
         if location is None:
@@ -180,6 +235,9 @@ class Agent:
             llm = owned_llm
         if vision is None:
             vision = _model_has_vision(self, llm)
+        if sandbox is FROM_TRACE:
+            sandbox = recorded_policy(meta.payload.sandbox, self.sandbox_policy(FROM_PROJECT))
+        policy = self.sandbox_policy(sandbox)
         writer = TraceWriter(
             self.paths.traces_dir,
             session_id,
@@ -198,6 +256,7 @@ class Agent:
                 ledger=ledger,
                 meta=meta,
                 depth=1 if meta.payload.source == "subagent" else 0,
+                sandbox=policy,
             ) as session,
         ):
             yield session
@@ -249,10 +308,12 @@ async def _assemble(
     ledger: Ledger | None,
     meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
     depth: int = 0,
+    sandbox: SandboxPolicy | None = None,
 ) -> AsyncIterator[Session]:
     paths = agent.paths
     tools = cfg.select_tools(agent.config.effective_builtin_tools(), vision=vision, depth=depth)
     subagents = ChildSessionRunner(agent, workspace=workspace, llm=llm, vision=vision, depth=depth)
+    subagents.sandbox = sandbox  # children run under exactly this policy (X2.3)
     environment_config = EnvironmentConfig(
         workspace_dir=workspace,
         scratchpad_dir=paths.scratchpad(session_id),
@@ -260,6 +321,7 @@ async def _assemble(
         vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
         subagent_spawn_limit=agent.config.subagents.max_spawned,
         mcp_servers=agent.config.mcp_servers,
+        sandbox=sandbox,
     )
     project = agent.project_config()
     with collapse_single():
@@ -298,6 +360,7 @@ async def _assemble(
                     agent_state=str(paths.agent_state),
                     workspace=str(environment.workspace_dir),
                     source="subagent" if depth > 0 else None,
+                    sandbox=None if sandbox is None else sandbox.summary(),
                 )
                 recorder.record(meta)
             else:
@@ -382,6 +445,8 @@ class ChildSessionRunner:
         """How deep the session owning this runner is; children are one deeper."""
         self.thinking_level: str | None = None
         """The owning session's effective thinking level (that of its current run)."""
+        self.sandbox: SandboxPolicy | None = None
+        """The owning session's sandbox: every child runs under exactly it (X2.3)."""
 
     @asynccontextmanager
     async def open_child(self, request: SubagentRequest) -> AsyncIterator[_SubagentChild]:
@@ -414,6 +479,7 @@ class ChildSessionRunner:
                 vision=vision,
                 ledger=None,
                 depth=self.depth + 1,
+                sandbox=self.sandbox,
             ) as session,
         ):
             yield _SubagentChild(session, level)

@@ -12,8 +12,9 @@ import math
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Final, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
 
+import attrs
 import trio
 
 from penguin import config as cfg
@@ -23,6 +24,9 @@ from ._progress import BatchProgress
 from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks
 from ._tasks import BatchTask, check_unique_ids, unattended_mode
+
+if TYPE_CHECKING:
+    from penguin.environment.sandbox import SandboxPolicy
 
 __all__ = ["BACKENDS", "Backend", "check_backend", "run_batch"]
 
@@ -63,6 +67,7 @@ async def run_batch(
     timeout_s: float | None = None,
     interrupt: trio.Event | None = None,
     progress: BatchProgress | None = None,
+    sandbox: SandboxPolicy | None = None,
 ) -> AsyncGenerator[BatchResult, None]:
     """Run ``tasks`` as sessions of one agent, yielding each result as its task ends.
 
@@ -85,7 +90,9 @@ async def run_batch(
     last result is out. Leaving the block before the stream ends stops what still
     runs at once instead: a hard stop, in which each session still ends its
     processes and closes its trace, but no further results come. ``progress`` is
-    kept up to date as tasks start and end.
+    kept up to date as tasks start and end. ``sandbox`` is the sessions' policy
+    (spec/sandbox.md; a task's ``sandbox`` goes over it; ``None``: the project file's
+    ``[sandbox]``, else none).
 
     ``backend="ray"`` spreads the tasks over ``workers`` Ray actors (default: one per
     CPU of the cluster, at most one per ``concurrency`` tasks) on the cluster at
@@ -105,6 +112,8 @@ async def run_batch(
         max_turns=max_turns,
         timeout_s=timeout_s,
     )
+    if sandbox is not None:
+        settings = attrs.evolve(settings, sandbox=_plain(sandbox))
     check_unique_ids(task_list)
     if workers is not None and workers < 1:
         raise BatchOptionError("workers", f"--workers must be at least 1, got {workers}")
@@ -162,6 +171,14 @@ async def run_batch(
         async with receive:
             async for result in receive:
                 yield result
+
+
+def _plain(policy: SandboxPolicy) -> dict[str, Any]:
+    """A policy as plain values (they cross to Ray workers as JSON-like data)."""
+    out = attrs.asdict(policy)
+    for key in ("writable_roots", "protected"):
+        out[key] = list(out[key])
+    return out
 
 
 def _settings(

@@ -31,7 +31,7 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 import trio
@@ -42,6 +42,7 @@ from penguin._concurrency import collapse_single
 from penguin._log import warn
 from penguin.agent import Agent
 from penguin.approval import ApprovalMode, approver_for_mode
+from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, OpenAIChatLLM
 
 from ._results import BatchResult, TokenTotals, status_of_run
@@ -84,6 +85,9 @@ class BatchSettings:
     model_id: str | None = None
     max_turns: int | None = None
     timeout_s: float | None = None
+    sandbox: dict[str, Any] | None = None
+    """The batch's sandbox as plain values (``SandboxPolicy`` fields); ``None``: the
+    project file's ``[sandbox]``, else none."""
 
 
 @attrs.define
@@ -277,6 +281,16 @@ class _TaskRunner:
             metadata=task.metadata,
         )
 
+    def _sandbox(self, task: BatchTask) -> SandboxPolicy | None:
+        """The task line's sandbox over the batch's over the project file's (X1.3)."""
+        given = self.settings.sandbox
+        base = self.agent.sandbox_policy() if given is None else SandboxPolicy(**given)
+        if not task.sandbox:
+            return base
+        if base is None:
+            base = SandboxPolicy(mode="off")
+        return attrs.evolve(base, **dict(task.sandbox))
+
     async def _work(self, task: BatchTask, tally: _Tally, task_interrupt: trio.Event) -> None:
         workspace = await trio.to_thread.run_sync(_prepare_workspace, task, self.agent.paths)
         tally.workspace = str(workspace)
@@ -286,7 +300,9 @@ class _TaskRunner:
         max_turns = task.max_turns if task.max_turns is not None else self.settings.max_turns
         async with (
             self.clients.lease(provider, model_id) as (llm, vision),
-            self.agent.session(workspace, llm, vision=vision) as session,
+            self.agent.session(
+                workspace, llm, vision=vision, sandbox=self._sandbox(task)
+            ) as session,
         ):
             tally.session_id = session.session_id
             tally.trace_path = str(session.trace_path)

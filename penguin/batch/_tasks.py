@@ -47,6 +47,7 @@ TASK_FIELDS: Final = (
     "max_turns",
     "timeout_s",
     "metadata",
+    "sandbox",
 )
 """The keys a task line may have, in the spec's order (B1.1)."""
 
@@ -74,13 +75,15 @@ class BatchTask:
     max_turns: int | None = None
     timeout_s: float | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict)
+    sandbox: Mapping[str, Any] | None = None
+    """``{"mode"?, "network"?}`` over the batch's sandbox (spec/sandbox.md X1.3)."""
 
     def to_json(self) -> dict[str, Any]:
         """The task as a task-file object (absent fields left out)."""
         out: dict[str, Any] = {"id": self.id, "prompt": self.prompt}
         for name in TASK_FIELDS[2:]:
             value = getattr(self, name)
-            if name == "metadata":
+            if name in ("metadata", "sandbox"):
                 if value:
                     out[name] = dict(value)
             elif value is not None:
@@ -131,6 +134,7 @@ class BatchTask:
         metadata = obj.get("metadata", {})
         if not isinstance(metadata, dict):
             raise ValueError(f'"metadata" must be a JSON object, got {_shown(metadata)}')
+        sandbox = _sandbox(obj.get("sandbox"))
         return cls(
             id=task_id,
             prompt=prompt,
@@ -142,7 +146,30 @@ class BatchTask:
             max_turns=max_turns,
             timeout_s=None if timeout_s is None else float(timeout_s),
             metadata=metadata,
+            sandbox=sandbox,
         )
+
+
+_SANDBOX_MODES: Final = ("off", "read-only", "workspace-write")
+
+
+def _sandbox(value: object) -> dict[str, Any] | None:
+    """A task line's ``"sandbox"``: ``{"mode"?, "network"?}``; ``ValueError`` if not."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f'"sandbox" must be a JSON object, got {_shown(value)}')
+    for key in value:
+        if key not in ("mode", "network"):
+            raise ValueError(f'"sandbox" has unknown key {key!r} (it has: mode, network)')
+    mode = value.get("mode")
+    if mode is not None and mode not in _SANDBOX_MODES:
+        modes = ", ".join(_SANDBOX_MODES)
+        raise ValueError(f'"sandbox.mode" must be one of {modes}, got {_shown(mode)}')
+    network = value.get("network")
+    if network is not None and not isinstance(network, bool):
+        raise ValueError(f'"sandbox.network" must be true or false, got {_shown(network)}')
+    return dict(value)
 
 
 def unattended_mode(text: str) -> ApprovalMode:

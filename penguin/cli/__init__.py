@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "batch": ("_batch", "run a file of tasks, many sessions at a time, one result each"),
     "config": ("_config", "configure models, the command policy and the vault"),
     "server": ("_server", "serve sessions over HTTP + SSE, with a page for the browser"),
+    "sandbox": ("_sandbox", "run one command under a sandbox policy, or --check what works"),
 }
 
 

@@ -36,6 +36,7 @@ from penguin.agent import Agent
 from penguin.approval import ApprovalMode, ApprovalModeError
 
 from ._run import EXIT_CODES, add_agent_options, under_controls
+from ._sandbox import add_sandbox_options, policy_for
 from ._signals import Controls
 
 __all__ = ["ProgressDisplay", "configure"]
@@ -118,6 +119,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="copy each Ray task's trace back under this machine's agent",
     )
+    add_sandbox_options(parser, default="workspace-write")
     parser.set_defaults(handler=_main)
 
 
@@ -140,6 +142,15 @@ def _main(args: argparse.Namespace) -> int:
         return _fail(exc)
     except OSError as exc:
         return _fail(f"cannot read the tasks: {exc}")
+    try:
+        project = cfg.load_project_config(
+            cfg.AgentPaths(args.root, args.project_id, args.agent_id).project_config
+        ).sandbox
+    except cfg.ConfigError as exc:
+        return _fail(exc)
+    args.sandbox_policy = policy_for(args, project, default="workspace-write", prog="penguin batch")
+    if args.sandbox_policy is None:
+        return 1
     try:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
         _check_models(agent, tasks, args.provider, args.model_id)
@@ -227,6 +238,7 @@ async def _run(
                 timeout_s=args.timeout_s,
                 interrupt=controls.interrupt,
                 progress=progress,
+                sandbox=args.sandbox_policy,
             ) as stream:
                 async for result in stream:
                     await results.append(result)

@@ -70,6 +70,7 @@ from ._run import (
     approval_mode_of,
     render_run,
 )
+from ._sandbox import add_sandbox_options, policy_for, resumed_policy
 from ._signals import Controls
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_approval_options(parser)
     add_agent_options(parser)
+    add_sandbox_options(parser, default="workspace-write")
     parser.set_defaults(handler=_main)
 
 
@@ -462,7 +464,9 @@ class _Chat:
     @asynccontextmanager
     async def _new(self, workspace: Path, provider: str, model_id: str) -> AsyncIterator[Session]:
         agent = await self._agent_of()
-        async with agent.session(workspace, provider=provider, model_id=model_id) as session:
+        async with agent.session(
+            workspace, provider=provider, model_id=model_id, sandbox=self.args.sandbox_policy
+        ) as session:
             path = lock_path(session.trace_path, session.session_id)
             lock = await trio.to_thread.run_sync(SessionLock.acquire, path, session.session_id)
             with lock:
@@ -475,7 +479,9 @@ class _Chat:
         assert lock is not None
         with lock:
             agent = await self._agent_of()
-            async with agent.resume_session(location.session_id) as session:
+            async with agent.resume_session(
+                location.session_id, sandbox=self.args.sandbox_policy
+            ) as session:
                 yield session
 
     # ------------------------------------------------------------------ the loops
@@ -758,13 +764,14 @@ def _is_a_terminal(stream: Any) -> bool:
         return False
 
 
-def _header(plan: _Plan, mode: ApprovalMode) -> str:
+def _header(plan: _Plan, mode: ApprovalMode, sandbox: Any = None) -> str:
     return " · ".join(
         (
             "penguin chat",
             f"{plan.provider}/{plan.model_id}",
             str(plan.workspace),
             f"approve {mode}",
+            *(() if sandbox is None else (f"sandbox {sandbox.describe()}",)),
             "/help for commands",
         )
     )
@@ -797,8 +804,11 @@ def _main(args: argparse.Namespace) -> int:
     try:
         paths = cfg.AgentPaths(args.root, args.project_id, args.agent_id)
         plan = _plan(args, paths)
+        args.sandbox_policy = _sandbox_of(args, paths, plan)
+        if args.sandbox_policy is None:
+            return 1
         color = use_color(sys.stdout)
-        print(paint(_header(plan, mode), "dim", color), flush=True)
+        print(paint(_header(plan, mode, args.sandbox_policy), "dim", color), flush=True)
         if plan.resume is not None:
             for line in _history(plan, color):
                 print(line)
@@ -812,6 +822,15 @@ def _main(args: argparse.Namespace) -> int:
     finally:
         if plan is not None and plan.lock is not None:
             plan.lock.release()
+
+
+def _sandbox_of(args: argparse.Namespace, paths: cfg.AgentPaths, plan: _Plan) -> Any:
+    """The session's sandbox policy (X1.3; a resumed one keeps its own, C5.5)."""
+    project = cfg.load_project_config(paths.project_config).sandbox
+    if plan.resume is None:
+        return policy_for(args, project, default="workspace-write", prog="penguin chat")
+    meta = _session_meta(plan.resume.path) or {}
+    return resumed_policy(args, meta.get("sandbox"), project, prog="penguin chat")
 
 
 def _reason(exc: BaseException) -> str:

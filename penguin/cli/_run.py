@@ -35,6 +35,7 @@ from penguin.approval import (
 from penguin.config import ConfigError
 
 from ._render import Renderer
+from ._sandbox import add_sandbox_options, policy_for, sandbox_line
 from ._signals import Controls
 
 if TYPE_CHECKING:
@@ -133,10 +134,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_approval_options(parser)
     add_agent_options(parser)
+    add_sandbox_options(parser, default="workspace-write")
     parser.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    from penguin._errors import SandboxUnavailableError
     from penguin.agent import Agent
     from penguin.environment import WorkspaceError
 
@@ -148,13 +151,18 @@ def _main(args: argparse.Namespace) -> int:
         return 1
     try:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
+        project_sandbox = agent.project_config().sandbox
     except (ConfigError, ValueError, OSError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
         return 1
+    policy = policy_for(args, project_sandbox, default="workspace-write", prog="penguin run")
+    if policy is None:
+        return 1
+    print(sandbox_line(policy), file=sys.stderr)
 
     async def main(controls: Controls) -> int:
         async with agent.session(
-            args.workspace, provider=args.provider, model_id=args.model_id
+            args.workspace, provider=args.provider, model_id=args.model_id, sandbox=policy
         ) as session:
             if args.max_turns is not None:
                 session.engine.max_turns = args.max_turns
@@ -164,6 +172,9 @@ def _main(args: argparse.Namespace) -> int:
         return trio.run(under_controls, main)
     except (ConfigError, WorkspaceError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
+        return 1
+    except SandboxUnavailableError as exc:
+        print(exc, file=sys.stderr)
         return 1
 
 

@@ -25,6 +25,7 @@ import trio
 
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
+from penguin._errors import SandboxUnavailableError
 from penguin.config import (
     DEFAULT_AGENT_ID,
     DEFAULT_PROJECT_ID,
@@ -35,7 +36,9 @@ from penguin.config import (
     load_system_config,
 )
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
+from penguin.environment.sandbox import SandboxPolicy
 
+from ._sandbox import add_sandbox_options, policy_for
 from ._signals import Controls
 
 __all__ = ["configure", "run_tool"]
@@ -87,6 +90,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     agent.add_argument("--project-id", default=DEFAULT_PROJECT_ID, metavar="ID")
     agent.add_argument("--agent-id", default=DEFAULT_AGENT_ID, metavar="ID")
+    add_sandbox_options(parser, default="off")
     parser.set_defaults(handler=_main)
 
 
@@ -114,9 +118,14 @@ def _main(args: argparse.Namespace) -> int:
         return 1
     if args.list:
         return trio.run(_list_tools, args.workspace, servers, sys.stdout)
+    policy = None
+    if args.sandbox is not None or args.network is not None:
+        policy = policy_for(args, None, default="off", prog="penguin tool")
+        if policy is None:
+            return 1
     raw = sys.stdin.read() if args.arguments == "-" else args.arguments
     return trio.run(
-        partial(run_tool, mcp_servers=servers),
+        partial(run_tool, mcp_servers=servers, sandbox=policy),
         args.name,
         raw,
         args.workspace,
@@ -148,10 +157,12 @@ async def run_tool(
     out: TextIO,
     *,
     mcp_servers: tuple[McpServerConfig, ...] = (),
+    sandbox: SandboxPolicy | None = None,
 ) -> int:
     """Run one call and stream it to ``out``; return the exit code.
 
-    ``mcp_servers`` are the servers an ``mcp__`` name may belong to (connected first).
+    ``mcp_servers`` are the servers an ``mcp__`` name may belong to (connected first);
+    ``sandbox`` the policy the call runs under (``None``: none).
     """
     call = om.tool_call(name, arguments, f"cli-{secrets.token_hex(4)}")
     # Only the tool being called: the others would cost start-up and serve no one (an
@@ -159,7 +170,11 @@ async def run_tool(
     # unknown name gets the Environment's own "Unknown tool" answer all the same.
     entries = [entry for entry in default_tools() if entry.name == name]
     config = EnvironmentConfig(
-        workspace_dir=workspace, scratchpad_dir=scratchpad, tools=entries, mcp_servers=mcp_servers
+        workspace_dir=workspace,
+        scratchpad_dir=scratchpad,
+        tools=entries,
+        mcp_servers=mcp_servers,
+        sandbox=sandbox,
     )
     final: om.ToolCallOutputPayload | None = None  # stays None after a hard stop
     try:
@@ -172,6 +187,9 @@ async def run_tool(
                 nursery.cancel_scope.cancel()
     except WorkspaceError as exc:
         print(f"penguin tool: {exc}", file=sys.stderr)
+        return 1
+    except SandboxUnavailableError as exc:
+        print(exc, file=sys.stderr)
         return 1
     if final is None:
         return 1

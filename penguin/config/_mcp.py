@@ -25,6 +25,7 @@ from ._errors import ConfigError
 from ._yaml import (
     Located,
     describe_value,
+    expect_bool,
     expect_choice,
     expect_int,
     expect_list,
@@ -56,7 +57,7 @@ _SHARED_KEYS: Final = (
     "maxOutputLength",
     "permission",
 )
-_STDIO_KEYS: Final = ("command", "args", "env", "cwd")
+_STDIO_KEYS: Final = ("command", "args", "env", "cwd", "sandbox")
 _REMOTE_KEYS: Final = ("url", "headers")
 
 
@@ -64,13 +65,15 @@ _REMOTE_KEYS: Final = ("url", "headers")
 class McpStdioTransport:
     """A local server started as a subprocess speaking MCP over stdin/stdout.
 
-    ``cwd=None`` means the session's workspace.
+    ``cwd=None`` means the session's workspace. ``sandbox`` runs it under the
+    session's sandbox policy (spec/sandbox.md X2.5; off unless the entry says so).
     """
 
     command: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)
     cwd: str | None = None
+    sandbox: bool = False
     kind: Literal["stdio"] = attrs.field(default="stdio", init=False)
 
 
@@ -148,8 +151,9 @@ def _transport(config: Located) -> McpStdioTransport | McpRemoteTransport:
             )
         env = _string_map(config.child("env")) if values.get("env") is not None else {}
         cwd = expect_str(config.child("cwd")) if values.get("cwd") is not None else None
+        boxed = values.get("sandbox") is not None and expect_bool(config.child("sandbox"))
         return McpStdioTransport(
-            command=expect_str(config.child("command")), args=args, env=env, cwd=cwd
+            command=expect_str(config.child("command")), args=args, env=env, cwd=cwd, sandbox=boxed
         )
 
     for key in _STDIO_KEYS:

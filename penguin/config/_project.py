@@ -90,7 +90,7 @@ _ADD_MODEL_HINT: Final = (
 )
 _CHOOSE_DEFAULT_HINT: Final = "penguin config model default PROVIDER MODEL_ID"
 
-_TOP_KEYS: Final = ("default_model", "vision_model", "models", "command_policy")
+_TOP_KEYS: Final = ("default_model", "vision_model", "models", "command_policy", "sandbox")
 MODEL_KEYS: Final = (
     "provider",
     "model_id",
@@ -239,6 +239,8 @@ class ProjectConfig:
     default_model: ModelKey | None = None
     vision_model: ModelKey | None = None
     command_policy: dict[str, Any] | None = None
+    sandbox: dict[str, Any] | None = None
+    """The ``[sandbox]`` table as plain values (spec/sandbox.md X1.3), or None when absent."""
 
     def find_model(self, provider: str, model_id: str) -> ModelEntry | None:
         """The entry with this provider and model id, or None."""
@@ -417,12 +419,16 @@ def load_project_config(path: str | os.PathLike[str]) -> ProjectConfig:
     policy = data.get("command_policy")
     if policy is not None and not isinstance(policy, dict):
         reader.fail("command_policy", f"expected a table ([command_policy]), got {_shown(policy)}")
+    sandbox = data.get("sandbox")
+    if sandbox is not None and not isinstance(sandbox, dict):
+        reader.fail("sandbox", f"expected a table ([sandbox]), got {_shown(sandbox)}")
     return ProjectConfig(
         path=file,
         models=reader.models(data),
         default_model=reader.reference(data, "default_model"),
         vision_model=reader.reference(data, "vision_model"),
         command_policy=policy,
+        sandbox=sandbox,
     )
 
 

@@ -74,6 +74,7 @@ from ._errors import EnvironmentClosedError, WorkspaceError
 from ._services import ToolServices
 from ._toolset import ToolRegistry
 from .mcp import McpTools
+from .sandbox import SandboxPolicy, close_sandbox, open_sandbox
 from .supervisor import (
     DEFAULT_SPAWN_LIMIT,
     BackgroundCommand,
@@ -142,7 +143,9 @@ class EnvironmentConfig:
     subagents this Environment's session may spawn in its lifetime (default 32, at
     least 1; ``subagents.maxSpawned`` in ``system_config.yaml``). ``mcp_servers`` are
     the MCP servers whose tools join the toolset (``AgentConfig.mcp_servers``); none
-    connects before the first ``list_tools()``.
+    connects before the first ``list_tools()``. ``sandbox`` is the policy the kernel
+    enforces on every process a tool starts (``None``: none); opening raises
+    :class:`~penguin.SandboxUnavailableError` when this machine cannot enforce it.
     """
 
     workspace_dir: Path = attrs.field(converter=_to_path)
@@ -156,6 +159,8 @@ class EnvironmentConfig:
     services: ToolServices | None = None
     subagent_spawn_limit: int = DEFAULT_SPAWN_LIMIT
     mcp_servers: tuple[McpServerConfig, ...] = attrs.field(default=(), converter=_to_servers)
+    sandbox: SandboxPolicy | None = None
+    """What every command and file tool may reach (spec/sandbox.md); ``None`` is off."""
 
 
 def _raise_open_file_limit() -> None:
@@ -277,6 +282,7 @@ class Environment:
                 workspace=config.workspace_dir,
                 owner=commands.tag,
                 reserved=frozenset(tool.name for tool in self._tools),
+                sandbox=commands.sandbox,
             )
         self._archive_root = (
             None if config.scratchpad_dir is None else config.scratchpad_dir / ARCHIVE_DIR_NAME
@@ -297,15 +303,20 @@ class Environment:
         _raise_open_file_limit()
         policy = config.proxy_policy
         reports = ReportChannel()
-        with collapse_single():
+        tag = f"env-{secrets.token_hex(6)}"
+        sandbox = await open_sandbox(
+            config.sandbox, workspace=config.workspace_dir, scratchpad=config.scratchpad_dir
+        )
+        with collapse_single(), close_sandbox(sandbox):
             async with trio.open_nursery() as nursery:
                 commands = CommandSupervisor(
                     nursery,
-                    tag=f"env-{secrets.token_hex(6)}",
+                    tag=tag,
                     vault=config.vault,
                     proxy=policy if callable(policy) else lambda: policy,
                     shell=resolve_shell(os.environ),
                     reports=reports,
+                    sandbox=sandbox,
                 )
                 subagents = SubagentSupervisor(
                     nursery,

@@ -144,6 +144,8 @@ class SessionMetaPayload:
     agent_state: str
     workspace: str
     source: SessionSource | None = None
+    sandbox: Mapping[str, Any] | None = None
+    """The session's sandbox, ``{"mode": M, "network": B}`` (spec/sandbox.md X1.4)."""
 
 
 # --------------------------------------------------------------------------- complete model_msg

@@ -23,6 +23,7 @@ import attrs
 from penguin.approval import ApprovalMode, ApprovalModeError, parse_approval_mode
 
 from ._errors import ApiError
+from ._sandbox import refuse_sandbox_update, sandbox_fields
 
 __all__ = [
     "CreateSession",
@@ -126,13 +127,17 @@ class CreateSession:
     workspace: str | None = None
     approval_mode: ApprovalMode | None = None
     title: str | None = None
+    sandbox_mode: str | None = None
+    network: bool | None = None
 
 
 def create_session_request(raw: bytes) -> CreateSession:
     """Read a session-creation body (an empty body is ``{}``)."""
     body = _fields(
-        decode_json(raw, empty={}), ("modelId", "provider", "workspace", "approvalMode", "title")
+        decode_json(raw, empty={}),
+        ("modelId", "provider", "workspace", "approvalMode", "sandboxMode", "network", "title"),
     )
+    sandbox_mode, network = sandbox_fields(body)
     model_id = _string(body, "modelId")
     provider = _string(body, "provider")
     if (model_id is None) != (provider is None):
@@ -144,6 +149,8 @@ def create_session_request(raw: bytes) -> CreateSession:
         workspace=_string(body, "workspace"),
         approval_mode=_mode(body),
         title=_string(body, "title"),
+        sandbox_mode=sandbox_mode,
+        network=network,
     )
 
 
@@ -162,9 +169,12 @@ def update_session_request(raw: bytes) -> UpdateSession:
     """Read a session-update body; an empty object is 400 ``no_update``.
 
     The reference's ``thinkingLevel`` is accepted and ignored (penguin has no
-    thinking levels; docs/reference/differences.md).
+    thinking levels; docs/reference/differences.md); ``sandboxMode``/``network`` are
+    refused (a running session's processes cannot change policy).
     """
-    body = _fields(decode_json(raw), ("approvalMode", "title", "archived", "thinkingLevel"))
+    decoded = decode_json(raw)
+    refuse_sandbox_update(decoded)
+    body = _fields(decoded, ("approvalMode", "title", "archived", "thinkingLevel"))
     _string(body, "thinkingLevel")
     if not body:
         raise ApiError(

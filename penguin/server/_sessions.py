@@ -73,6 +73,7 @@ from ._errors import ApiError
 from ._index import SessionIndex, SessionRow
 from ._requests import CreateSession, Decision, UpdateSession
 from ._routes import AGENT_ID
+from ._sandbox import SandboxInfo, session_policy
 from ._scan import task_title, unindexed_sessions
 
 __all__ = ["IDLE_CLOSE", "SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
@@ -191,6 +192,8 @@ class ServerSessions:
         """How many idle sweeps have run (tests wait on it)."""
         self._nursery = nursery
         self._agents: dict[tuple[str, str], Agent] = {}
+        self._sandbox = SandboxInfo()
+        """Each session's sandboxMode/network (spec/sandbox.md X1.3)."""
         self._live: dict[str, _Live] = {}
         self._retiring: set[str] = set()
         self.closing = False
@@ -327,6 +330,9 @@ class ServerSessions:
             "modelId": row.model_id,
             "workspace": row.workspace,
             "approvalMode": row.approval_mode,
+            **await self._sandbox.fields(
+                row.session_id, self._paths(row.project_id, row.agent_id).traces_dir
+            ),
             "title": row.title,
             "archived": row.archived,
             "state": "idle" if live is None else live.state,
@@ -355,9 +361,12 @@ class ServerSessions:
         agent = await self._agent(project_id, agent_id)
         await _check_model(agent, request.provider, request.model_id)
         workspace = request.workspace
+        policy = await session_policy(agent, request.sandbox_mode, request.network)
 
         def opener() -> AbstractAsyncContextManager[Session]:
-            return agent.session(workspace, provider=request.provider, model_id=request.model_id)
+            return agent.session(
+                workspace, provider=request.provider, model_id=request.model_id, sandbox=policy
+            )
 
         holder = _Holder()
         session = await self._open(holder, opener)
@@ -385,6 +394,7 @@ class ServerSessions:
         live = self._live_for(row.session_id)
         live.holder = holder
         live.idle_since = trio.current_time()
+        self._sandbox.remember(row.session_id, policy)
         return await self._info(row, has_trace=True)
 
     async def list_sessions(

@@ -102,7 +102,7 @@ async def test_c1_2_header_line(tmp_path: Path, workspace: Path) -> None:
     ):
         await chat.expect(
             f"penguin chat · local/scripted-model · {workspace} · approve allow-all · "
-            "/help for commands"
+            "sandbox workspace-write, network on · /help for commands"
         )
         await chat.prompt()
         await chat.line("/exit")

@@ -40,6 +40,8 @@ INFO_FIELDS = {
     "modelId",
     "workspace",
     "approvalMode",
+    "sandboxMode",
+    "network",
     "title",
     "archived",
     "state",

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import mcp_types
@@ -52,6 +52,9 @@ from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTranspor
 
 from .._errors import McpCallError
 from ._stdio import MAX_LINE, StdioServer, open_stdio_server
+
+if TYPE_CHECKING:
+    from ..sandbox import CommandSandbox
 
 __all__ = ["SDK_TIMEOUT_MARGIN", "McpConnection", "error_reason"]
 
@@ -88,6 +91,8 @@ class McpConnection:
     server: McpServerConfig
     workspace: Path
     owner: str
+    sandbox: CommandSandbox | None = attrs.field(default=None, kw_only=True)
+    """The session's sandbox, for a stdio server whose entry sets ``"sandbox": true``."""
     tools: list[Mapping[str, Any]] = attrs.field(factory=list)
     """The raw tools of the listing made when it connected."""
     stdio: StdioServer | None = None
@@ -186,7 +191,12 @@ class McpConnection:
         transport = self.server.transport
         if isinstance(transport, McpStdioTransport):
             server, read, write = await stack.enter_async_context(
-                open_stdio_server(transport, workspace=self.workspace, owner=self.owner)
+                open_stdio_server(
+                    transport,
+                    workspace=self.workspace,
+                    owner=self.owner,
+                    sandbox=self.sandbox if transport.sandbox else None,
+                )
             )
             self.stdio = server
             return read, write

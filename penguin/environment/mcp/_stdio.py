@@ -30,10 +30,10 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 import anyio
 import attrs
@@ -44,6 +44,9 @@ from mcp.shared.message import SessionMessage
 from penguin.config import McpStdioTransport
 
 from ..supervisor import OWNER_VARIABLE, SpawnedProcess, end_process_tree, host_watchdog
+
+if TYPE_CHECKING:
+    from ..sandbox import CommandSandbox
 
 __all__ = ["EXIT_WAIT", "MAX_LINE", "StdioServer", "open_stdio_server"]
 
@@ -119,7 +122,11 @@ async def _arm_watchdog() -> None:
 
 @asynccontextmanager
 async def open_stdio_server(
-    config: McpStdioTransport, *, workspace: Path, owner: str
+    config: McpStdioTransport,
+    *,
+    workspace: Path,
+    owner: str,
+    sandbox: CommandSandbox | None = None,
 ) -> AsyncIterator[
     tuple[
         StdioServer,
@@ -134,10 +141,15 @@ async def open_stdio_server(
     """
     cwd = workspace / config.cwd if config.cwd else workspace
     await _arm_watchdog()
+    argv: Sequence[str] = [config.command, *config.args]
+    env = _environment(config, owner)
+    if sandbox is not None:  # the entry opted in (spec/sandbox.md X2.5)
+        env.update(sandbox.environment())
+        argv, _ = await sandbox.wrap(argv, None, cwd, env.get("PATH"))
     process = await trio.lowlevel.open_process(
-        [config.command, *config.args],
+        list(argv),
         cwd=cwd,
-        env=_environment(config, owner),
+        env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -41,6 +41,7 @@ from ._discovery import DiscoveredTool, discover_tools
 from ._results import map_result
 
 if TYPE_CHECKING:
+    from ..sandbox import CommandSandbox
     from ._connection import McpConnection
 
 __all__ = ["CLOSE_DEADLINE", "McpTool", "McpTools", "disconnected_text", "error_text"]
@@ -111,8 +112,10 @@ class McpTools:
         workspace: Path,
         owner: str,
         reserved: Iterable[str] = (),
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         self._servers = tuple(servers)
+        self._sandbox = sandbox
         self._nursery = nursery
         self._workspace = workspace
         self._owner = f"{owner}/mcp-"
@@ -219,7 +222,10 @@ class McpTools:
         from ._connection import McpConnection
 
         connection = McpConnection(
-            server, self._workspace, f"{self._owner}{server.name}-{secrets.token_hex(4)}"
+            server,
+            self._workspace,
+            f"{self._owner}{server.name}-{secrets.token_hex(4)}",
+            sandbox=self._sandbox,
         )
         self._spawned = self._spawned or server.transport.kind == "stdio"
         seconds = server.connect_timeout_ms / 1000

@@ -55,7 +55,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -84,6 +84,9 @@ from ._reports import BackgroundReport, ExitStatus, ReportChannel
 from ._reports import report_output as report_output
 from ._service_url import ServiceUrlScanner, listening_ports, service_url_from_ports
 from ._watchdog import host_watchdog
+
+if TYPE_CHECKING:
+    from ..sandbox import CommandSandbox
 
 __all__ = [
     "COMMAND_CAP",
@@ -237,6 +240,7 @@ class CommandSession:
         *,
         executable: str | None = None,
         background: bool = False,
+        sandbox: CommandSandbox | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """The session's task: spawn, pump, watch, and on release end everything.
@@ -251,7 +255,7 @@ class CommandSession:
         try:
             if background:
                 task_status.started()
-            spawned = await self._spawn(argv, environment, tty, executable, background)
+            spawned = await self._spawn(argv, environment, tty, executable, background, sandbox)
             if spawned is None:
                 if self.exit_status is not None:
                     await on_exit(self)
@@ -275,6 +279,7 @@ class CommandSession:
         tty: bool,
         executable: str | None,
         background: bool,
+        sandbox: CommandSandbox | None = None,
     ) -> SpawnedProcess | None:
         """Start the process; ``None`` when released first or (background) it failed."""
         with self._unstarted:
@@ -283,6 +288,10 @@ class CommandSession:
             return None
         try:
             try:
+                if sandbox is not None:  # the command enters the sandbox's namespaces
+                    argv, executable = await sandbox.wrap(
+                        argv, executable, self.cwd, env.get("PATH")
+                    )
                 spawned = await spawn_process(
                     argv, cwd=self.cwd, env=env, tty=tty, executable=executable
                 )
@@ -470,8 +479,11 @@ class CommandSupervisor:
         cap: int = COMMAND_CAP,
         grace: float = DEFAULT_GRACE,
         reports: ReportChannel | None = None,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         self._nursery = nursery
+        self.sandbox = sandbox
+        """The Environment's sandbox (spec/sandbox.md), ``None`` when there is none."""
         self.tag = f"{host_watchdog().tag()}/{tag}"
         """Every child's owner marker is ``<tag>/<process_id>``: the host's tag (which
         its watchdog sweeps for), then the one given."""
@@ -568,9 +580,12 @@ class CommandSupervisor:
         async def environment() -> Mapping[str, str]:
             base = await self.login_environment()
             await self._arm_watchdog()
-            return child_environment(
+            env = child_environment(
                 base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
             )
+            if self.sandbox is not None:  # its TMPDIR over the vault's and the login's
+                env = {**env, **self.sandbox.environment()}
+            return env
 
         return environment
 
@@ -635,6 +650,7 @@ class CommandSupervisor:
             self._live.discard,
             executable=self._shell.executable,
             background=background,
+            sandbox=self.sandbox,
         )
 
     # ------------------------------------------------------------------ registry

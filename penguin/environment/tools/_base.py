@@ -79,6 +79,16 @@ class BuiltinTool:
 class FileTool(BuiltinTool):
     """Base of read_file, edit_file and write_file: one blocking part, one delta."""
 
+    def write_check(self) -> Callable[[str, str], str | None] | None:
+        """The sandbox's check of a write (spec/sandbox.md X2.2), ``None`` without one.
+
+        Called with the path as the call gave it and the resolved path; returns the
+        refusal text, or ``None`` when the write is allowed.
+        """
+        commands = self.supervisors.commands
+        sandbox = None if commands is None else commands.sandbox
+        return None if sandbox is None else sandbox.write_denial
+
     async def report(self, ctx: ToolContext, work: Callable[[], FileReport]) -> ToolResult | None:
         """Run ``work`` in a worker thread; its report is the call's one delta."""
         report = await trio.to_thread.run_sync(work)

@@ -126,12 +126,16 @@ def edit_file_blocking(
     replace_all: bool,
     budget: int,
     before_commit: Callable[[], None] | None = None,
+    sandbox: Callable[[str, str], str | None] | None = None,
 ) -> FileReport:
     """Everything of an edit_file call after the argument checks; blocking.
 
     ``old`` and ``new`` must be free of lone surrogates (see :func:`sanitize_text`).
     """
     resolved, info = locate(workspace, file_path, verb="edit", failure_verb="read")
+    denial = None if sandbox is None else sandbox(file_path, resolved)
+    if denial is not None:
+        return FileReport(denial, failed=True)
     if info is None:
         refuse(
             f'File not found: "{file_path}". edit_file only edits existing files — check '
@@ -203,5 +207,6 @@ class EditFileTool(FileTool):
                 replace_all=args.get("replace_all") is True,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 before_commit=trio.from_thread.check_cancelled,
+                sandbox=self.write_check(),
             ),
         )

@@ -85,9 +85,13 @@ def write_file_blocking(
     content: str,
     budget: int,
     before_commit: Callable[[], None] | None = None,
+    sandbox: Callable[[str, str], str | None] | None = None,
 ) -> FileReport:
     """Everything of a write_file call after the argument checks; blocking."""
     resolved, info = locate(workspace, file_path, verb="write", failure_verb="write")
+    denial = None if sandbox is None else sandbox(file_path, resolved)
+    if denial is not None:
+        return FileReport(denial, failed=True)
     if info is not None:
         if stat.S_ISDIR(info.st_mode):
             return FileReport(f'Cannot write "{file_path}": it is a directory.', failed=True)
@@ -150,5 +154,6 @@ class WriteFileTool(FileTool):
                 content=content,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 before_commit=trio.from_thread.check_cancelled,
+                sandbox=self.write_check(),
             ),
         )

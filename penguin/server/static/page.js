@@ -1023,6 +1023,9 @@ function drawSelected() {
   const badge = stateBadge(info.state);
   badge.id = "state-badge";
   $("state-badge").replaceWith(badge);
+  const sandbox = $("sandbox-badge");
+  sandbox.textContent = `sandbox ${info.sandboxMode || "off"}` + (info.network === false ? " · no network" : "");
+  sandbox.classList.toggle("unsandboxed", (info.sandboxMode || "off") === "off");
   const mode = $("mode-select");
   if (document.activeElement !== mode) mode.value = info.approvalMode;
   const running = info.state === "running";
@@ -1147,6 +1150,8 @@ async function createSession(event) {
   event.preventDefault();
   const agent = $("create-agent").value.trim();
   const body = { approvalMode: $("create-mode").value };
+  if ($("create-sandbox").value) body.sandboxMode = $("create-sandbox").value;
+  if (!$("create-network").checked) body.network = false;
   const workspace = $("create-workspace").value.trim();
   if (workspace) body.workspace = workspace;
   const title = $("create-title").value.trim();

@@ -1,0 +1,180 @@
+"""One Environment's sandbox: the policy resolved at each command start, and its namespaces.
+
+Owns :class:`CommandSandbox`, which the command supervisor asks to turn a command line
+into one that runs under the policy (:meth:`CommandSandbox.wrap`), the file tools ask
+whether a write is allowed (:meth:`CommandSandbox.write_denial`), and the Environment
+closes. It also owns the session's private temporary folder (X1.2), made under the
+scratchpad (or, without one, under the system's temporary folder, and then removed at
+close) and given to commands as ``TMPDIR``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, final
+
+import trio
+
+from penguin._errors import SandboxUnavailableError
+
+from ._linux import Namespaces, build_namespaces, probe
+from ._policy import Layout, SandboxPolicy, resolve_layout, write_denial
+
+__all__ = ["TMP_DIR_NAME", "CommandSandbox", "close_sandbox", "open_sandbox"]
+
+TMP_DIR_NAME: Final = "tmp"
+"""The private temporary folder's name under the scratchpad."""
+
+
+@final
+class CommandSandbox:
+    """The sandbox of one Environment (spec/sandbox.md X1.2, X2.1, X2.2)."""
+
+    def __init__(
+        self,
+        policy: SandboxPolicy,
+        *,
+        workspace: Path,
+        scratchpad: Path | None,
+        data_root: Path | None,
+    ) -> None:
+        self.policy = policy
+        self._workspace = str(workspace)
+        self._scratchpad = None if scratchpad is None else str(scratchpad)
+        self._data_root = None if data_root is None else str(data_root)
+        self._home = os.environ.get("HOME") or os.path.expanduser("~")
+        self._owned_tmp = scratchpad is None
+        if scratchpad is None:
+            self.tmpdir = tempfile.mkdtemp(prefix="penguin-sandbox-")
+        else:
+            tmp = scratchpad / TMP_DIR_NAME
+            tmp.mkdir(parents=True, exist_ok=True)
+            self.tmpdir = str(tmp)
+        self._lock = trio.Lock()
+        self._current: Namespaces | None = None
+        self._retired: list[Namespaces] = []
+
+    def layout(self) -> Layout:
+        """The policy resolved now (X1.2: at each command start and file-tool call)."""
+        return resolve_layout(
+            self.policy,
+            workspace=self._workspace,
+            scratchpad=self._scratchpad,
+            tmpdir=self.tmpdir,
+            home=self._home,
+            data_root=self._data_root,
+        )
+
+    def environment(self) -> dict[str, str]:
+        """What the sandbox sets in every command's environment (after the vault's)."""
+        if self.policy.mode == "workspace-write":
+            return {"TMPDIR": self.tmpdir}
+        return {}
+
+    async def wrap(
+        self, argv: Sequence[str], executable: str | None, cwd: Path, path: str | None = None
+    ) -> tuple[tuple[str, ...], str | None]:
+        """``argv`` made to run under the policy; raise ``OSError`` when it cannot be.
+
+        ``path`` is the command's ``PATH``: when it finds ``executable`` under the name
+        ``argv[0]``, the name is kept (so ``$0`` and the shell's messages read as
+        unsandboxed).
+        """
+        if not self.policy.enforced:
+            await trio.lowlevel.checkpoint()
+            return tuple(argv), executable
+        current = await self.prepare()
+        if executable is not None and shutil.which(argv[0], path=path) == executable:
+            executable = None
+        return current.command(argv, executable, str(cwd)), None
+
+    async def prepare(self) -> Namespaces:
+        """The namespaces of the layout right now, made if it changed; raise ``OSError``.
+
+        The Environment calls it as it opens, so the first command does not wait for
+        ``bwrap`` (nor count that wait against its timeout).
+        """
+        layout = self.layout()
+        async with self._lock:
+            current = self._current
+            if current is None or current.key != layout.key:
+                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+                fresh = await trio.to_thread.run_sync(build_namespaces, layout, env)
+                if current is not None:
+                    self._retired.append(current)
+                self._current = current = fresh
+        return current
+
+    def wrap_blocking(self, argv: Sequence[str], cwd: Path) -> tuple[str, ...]:
+        """:meth:`wrap` outside Trio (``penguin sandbox``); raise ``OSError``."""
+        if not self.policy.enforced:
+            return tuple(argv)
+        layout = self.layout()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        namespaces = build_namespaces(layout, env)
+        if self._current is not None:
+            self._retired.append(self._current)
+        self._current = namespaces
+        return namespaces.command(argv, None, str(cwd))
+
+    def write_denial(self, file_path: str, resolved: str) -> str | None:
+        """X2.2's text when a file tool may not write ``resolved``, else ``None``."""
+        return write_denial(file_path, resolved, self.layout())
+
+    def close(self) -> None:
+        """Close every namespace descriptor; remove a temporary folder penguin made."""
+        for namespaces in (*self._retired, *([self._current] if self._current else [])):
+            namespaces.close()
+        self._retired.clear()
+        self._current = None
+        if self._owned_tmp:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(self.tmpdir)
+
+
+async def open_sandbox(
+    policy: SandboxPolicy | None, *, workspace: Path, scratchpad: Path | None
+) -> CommandSandbox | None:
+    """An Environment's sandbox, ``None`` when there is nothing to enforce.
+
+    Raises :class:`~penguin.SandboxUnavailableError` when this machine cannot enforce
+    ``policy`` (X3.1: a mode someone chose is never dropped silently).
+    """
+    if policy is None or not policy.enforced:
+        await trio.lowlevel.checkpoint()
+        return None
+    support = await trio.to_thread.run_sync(probe)
+    if support.reason is not None:
+        raise SandboxUnavailableError(support.reason)
+    if policy.data_root is not None:
+        root: Path | None = Path(policy.data_root)
+    else:
+        from penguin.config import data_root
+
+        root = data_root()
+    sandbox = CommandSandbox(policy, workspace=workspace, scratchpad=scratchpad, data_root=root)
+    try:
+        await sandbox.prepare()
+    except OSError as error:
+        sandbox.close()
+        raise SandboxUnavailableError(str(error) or "bwrap failed") from error
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
+
+
+@contextmanager
+def close_sandbox(sandbox: CommandSandbox | None) -> Iterator[None]:
+    """Close ``sandbox`` (if any) when the block ends."""
+    try:
+        yield
+    finally:
+        if sandbox is not None:
+            sandbox.close()
