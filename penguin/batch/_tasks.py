@@ -155,9 +155,10 @@ def unattended_mode(text: str) -> ApprovalMode:
     if mode not in UNATTENDED_MODES:
         raise BatchOptionError(
             "approve",
-            f"--approve {mode} asks before tool calls, and nobody is there to answer in a "
-            "batch: use allow-all (the default) or deny-all; the command policy applies "
-            "either way",
+            f"approval mode {mode} asks before tool calls, and nobody is there to answer "
+            "in a batch: use allow-all (the default) or deny-all; the command policy "
+            "applies either way",
+            mode,
         )
     return mode
 
@@ -264,8 +265,10 @@ def _mode(value: object) -> ApprovalMode:
         raise ValueError(f'"approve" must be an approval mode, got {_shown(value)}')
     try:
         return unattended_mode(value)
-    except (ApprovalModeError, BatchOptionError) as exc:
-        raise ValueError(str(exc).replace("--approve ", '"approve": ', 1)) from None
+    except ApprovalModeError as exc:
+        raise ValueError(str(exc)) from None
+    except BatchOptionError as exc:
+        raise ValueError(str(exc).replace("approval mode ", '"approve": ', 1)) from None
 
 
 def _shown(value: object) -> str:

@@ -219,20 +219,21 @@ def test_status_stop_reasons(status: int, reason: om.StopReason) -> None:
     assert status_stop_reason(status) == reason
 
 
-def test_http_error_messages() -> None:
-    body = b'{"error": {"message": "rate limited", "type": "x"}}'
-    assert (
-        http_error_message(429, "Too Many Requests", body) == "429 Too Many Requests: rate limited"
-    )
+def test_18_3_http_error_messages() -> None:
+    body = b'{"error": {"message": "slow down", "type": "x"}}'
+    assert http_error_message(429, "Too Many Requests", body) == "rate limited (429): slow down"
+    assert http_error_message(429, "", b"") == "rate limited (429)"
     assert http_error_message(401, "", b'{"error": "bad key"}') == "401 Unauthorized: bad key"
     # The standard phrase, as this Python names it (3.13 says "Unprocessable Content").
     phrase = http.HTTPStatus(422).phrase
     assert http_error_message(422, "", b'{"detail": "no"}') == f"422 {phrase}: no"
-    assert http_error_message(500, "Internal Server Error", b"") == "500 Internal Server Error"
-    assert http_error_message(502, "Bad Gateway", b"<html>\n oops </html>") == (
-        "502 Bad Gateway: <html> oops </html>"
+    assert http_error_message(500, "Internal Server Error", b"") == (
+        "server error 500: Internal Server Error"
     )
-    assert http_error_message(599, "", b"x" * 1000).startswith("599: xxx")
+    assert http_error_message(502, "Bad Gateway", b"<html>\n oops </html>") == (
+        "server error 502: <html> oops </html>"
+    )
+    assert http_error_message(599, "", b"x" * 1000).startswith("server error 599: xxx")
     assert len(http_error_message(599, "", b"x" * 1000)) < 520
 
 
