@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import http
 import itertools
 import json
@@ -16,6 +17,7 @@ from penguin.llm._assemble import StreamAssembler
 from penguin.llm._chat_stream import (
     ChatStreamDecoder,
     http_error_message,
+    retry_after_seconds,
     status_stop_reason,
     usage_counts,
 )
@@ -315,3 +317,16 @@ def test_a_template_literal_with_a_control_character_is_malformed() -> None:
     with pytest.raises(LLMStreamError) as caught:
         decoder.feed([SSEEvent(good), SSEEvent(bad)])
     assert caught.value.status == "malformed"
+
+
+def test_18_3_retry_after_reads_seconds_and_http_dates() -> None:
+    now = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.UTC)
+    assert retry_after_seconds("120", now) == 120.0
+    assert retry_after_seconds(" 1.5 ", now) == 1.5
+    assert retry_after_seconds("-3", now) == 0.0
+    assert retry_after_seconds("Tue, 01 Dec 2026 12:00:30 GMT", now) == 30.0
+    assert retry_after_seconds("Tue, 01 Dec 2026 11:00:00 GMT", now) == 0.0
+    assert retry_after_seconds("nan", now) is None
+    assert retry_after_seconds("inf", now) is None
+    assert retry_after_seconds("in a while", now) is None
+    assert retry_after_seconds(None, now) is None

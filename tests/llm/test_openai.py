@@ -441,3 +441,29 @@ async def test_leaving_the_block_early_stops_the_request() -> None:
             async with llm.stream(REQUEST) as response:
                 async for _ in response:
                     break
+
+
+@pytest.mark.parametrize(
+    ("headers", "wait"),
+    [
+        ((("Retry-After", "7"),), 7.0),
+        ((("Retry-After", "0.5"),), 0.5),
+        ((("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"),), 0.0),  # a date in the past
+        ((("Retry-After", "soon"),), None),
+        ((), None),
+    ],
+)
+async def test_18_3_a_429_carries_the_servers_retry_after(
+    headers: tuple[tuple[str, str], ...], wait: float | None
+) -> None:
+    reply = t.ErrorReply(429, "slow down", headers=headers)
+    async with serve(replying(reply)) as (_, llm):
+        _, outcome = await run(llm)
+    assert outcome == LLMOutcome("timeout", "rate limited (429): slow down", retry_after=wait)
+
+
+async def test_18_3_a_5xx_says_server_error_and_is_not_unreachable() -> None:
+    async with serve(replying(t.ErrorReply(503, "overloaded"))) as (_, llm):
+        _, outcome = await run(llm)
+    assert outcome == LLMOutcome("timeout", "server error 503: overloaded")
+    assert not outcome.unreachable
