@@ -18,6 +18,8 @@ holds only the root and the one class of ``penguin.agent``::
           ├── ProtocolError                  (ValueError) not a valid OmniMessage
           │  penguin.config (config/_errors.py)
           ├── ConfigError                    (ValueError) a configuration file cannot be used
+          │    └── ConfigValueError          a value given directly is not allowed
+          │         └── InvalidIdError       a project, agent or session id breaks the id rule
           │  penguin.approval (approval/_errors.py)
           ├── ApprovalModeError              (ValueError) not one of the four approval modes
           ├── PolicyPatternError             (ValueError) a policy rule's regex does not compile

@@ -45,7 +45,15 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin._errors import SessionNotFoundError
 from penguin.approval import CommandPolicy
-from penguin.engine import CompactionSettings, Engine, Ledger, RunStream, TraceRecorder
+from penguin.engine import (
+    CompactionSettings,
+    Engine,
+    EngineBusyError,
+    Ledger,
+    ReconnectPolicy,
+    RunStream,
+    TraceRecorder,
+)
 from penguin.environment import (
     Environment,
     EnvironmentConfig,
@@ -65,6 +73,7 @@ __all__ = [
     "ChildSessionRunner",
     "Session",
     "SessionNotFoundError",
+    "SessionUsage",
 ]
 
 _COMPACTION_SHARE: Final = 0.8
@@ -541,17 +550,31 @@ def _compaction_for(llm: LLM) -> CompactionSettings | None:
     return CompactionSettings(max_context_length=int(window * _COMPACTION_SHARE))
 
 
+@final
+@attrs.frozen
+class SessionUsage:
+    """What a session has used so far (:attr:`Session.usage`), read at one moment."""
+
+    turns: int
+    """Committed model turns in the current context (compaction starts it again at 0)."""
+    tokens: om.TokenCounts
+    """The session's cumulative token usage, compaction requests included."""
+    context_tokens: int
+    """The last request's total tokens: how full the context is."""
+
+
 @attrs.define(eq=False)
 class Session:
     """One conversation: an Environment, a model, a trace and the engine that runs Tasks.
 
-    Get one from :meth:`Agent.session` or :meth:`Agent.resume_session`.
+    Get one from :meth:`Agent.session` or :meth:`Agent.resume_session`. The engine is
+    the session's own: what a caller may read or change of it is a member here.
     """
 
     session_id: str
     agent: Agent
     environment: Environment
-    engine: Engine
+    _engine: Engine
     recorder: TraceRecorder
     session_meta: om.OmniMessage[om.SessionMetaPayload] | None = None
     """The ``session_meta`` this session's trace opens with."""
@@ -568,6 +591,53 @@ class Session:
         """The trace file new records go to."""
         return self.recorder.writer.path
 
+    @property
+    def llm(self) -> LLM:
+        """The model that answers the session's next request."""
+        return self._engine.llm
+
+    def set_llm(self, llm: LLM) -> None:
+        """Answer the next runs with ``llm`` (the caller keeps owning the client).
+
+        Raises :class:`~penguin.engine.EngineBusyError` while a run is live.
+        """
+        if self._engine.running:
+            raise EngineBusyError("a run is live on this session; change the model after it")
+        self._engine.llm = llm
+
+    @property
+    def running(self) -> bool:
+        """Whether a run (or a compaction) is live."""
+        return self._engine.running
+
+    @property
+    def usage(self) -> SessionUsage:
+        """Turns and tokens used so far."""
+        ledger = self._engine.ledger
+        return SessionUsage(
+            turns=ledger.turns,
+            tokens=ledger.session_tokens,
+            context_tokens=ledger.last_request_total,
+        )
+
+    @property
+    def compaction(self) -> CompactionSettings | None:
+        """When the context is compacted by itself (``None``: never); assign to change."""
+        return self._engine.compaction
+
+    @compaction.setter
+    def compaction(self, settings: CompactionSettings | None) -> None:
+        self._engine.compaction = settings
+
+    @property
+    def reconnect(self) -> ReconnectPolicy:
+        """The waits between retries of a failed model request; assign to change."""
+        return self._engine.reconnect
+
+    @reconnect.setter
+    def reconnect(self, policy: ReconnectPolicy) -> None:
+        self._engine.reconnect = policy
+
     def run(
         self,
         messages: Sequence[om.OmniMessage[om.Payload]],
@@ -575,29 +645,35 @@ class Session:
         approve: om.ApproveFn | None = None,
         interrupt: trio.Event | None = None,
         thinking_level: str | None = None,
+        max_turns: int | None = None,
     ) -> AbstractAsyncContextManager[RunStream]:
         """Run one Task (``async with session.run(...) as stream``); see :meth:`Engine.run`.
 
         ``approve`` answers every tool call (none given = deny everything); the
         project's command policy is checked first. ``interrupt`` ends the Task
         gracefully; the carry-over is re-sent by the next run. ``thinking_level`` is
-        also what subagents spawned during this run inherit.
+        also what subagents spawned during this run inherit. ``max_turns`` caps this
+        run's model turns (``None``: no limit).
         """
         if self.subagent_runner is not None:
             self.subagent_runner.thinking_level = thinking_level
-        return self.engine.run(
-            messages, approve=approve, interrupt=interrupt, thinking_level=thinking_level
+        return self._engine.run(
+            messages,
+            approve=approve,
+            interrupt=interrupt,
+            thinking_level=thinking_level,
+            max_turns=max_turns,
         )
 
     def steer(self, messages: Iterable[om.OmniMessage[om.Payload]]) -> bool:
         """Send user messages to the live Task (delivered between turns); False if none."""
-        return self.engine.steer(messages)
+        return self._engine.steer(messages)
 
     def compact(
         self, mode: om.CompactionMode | None = None
     ) -> AbstractAsyncContextManager[RunStream]:
         """Compact the context now (``async with session.compact() as stream``)."""
-        return self.engine.compact(mode)
+        return self._engine.compact(mode)
 
     async def flush_trace(self) -> None:
         """Wait until every record so far is in the trace file."""

@@ -1,24 +1,32 @@
-"""Imports point down the layers of DESIGN.md §1, and no modules import each other in a circle.
+"""The one map of the layers (with docs/architecture.md, which draws the same picture).
 
-Every import of every module under ``penguin/`` is read from the source with ``ast``: the
+Imports point down the layers, and no modules import each other in a circle. Every
+import of every module under ``penguin/`` is read from the source with ``ast``: the
 module-level ones, the ones inside functions, and the ones under ``if TYPE_CHECKING:``.
 The layers, lowest first::
 
     0  penguin._concurrency, penguin._log, ... (top-level private helpers)
     1  protocol
     2  config
-    3  environment | approval | trace | llm       (siblings: none imports another)
-    4  engine
+    3  environment | approval | trace | llm       (siblings: none imports another;
+                                                  approval may read config types)
+    4  engine (tools only through its ToolRunner protocol: it never imports environment)
     5  agent
     6  batch
     7  server
     8  cli (``penguin server`` starts the server, so the command line sits above it)
     9  penguin itself (the facade that re-exports them all; nothing inside imports it)
 
-A module may import anything in its own unit (``environment`` with its ``tools/`` and
-``supervisor/``, say) and anything in a lower layer; an import of a higher layer is
-*upward*, one of a sibling is *sideways*. No imports may form a circle, inside a unit
-or across.
+A module may import anything in its own unit (``environment`` with its plug-in folders
+``tools/``, ``supervisor/`` and ``mcp/``, say) and anything in a lower layer; an import
+of a higher layer is *upward*, one of a sibling is *sideways*, an import the map rules
+out although it points down (the engine reaching the Environment) is *forbidden*. No
+imports may form a circle, inside a unit or across.
+
+A module imports another unit only through that unit's public names: an import of a
+private module (a ``_name`` part) of another unit is *private*; the top-level helpers of
+layer 0 are there for every layer and are exempt. The same holds for third-party
+packages: no import of a library's private module (``mcp.shared._httpx_utils``, say).
 
 ``TYPE_CHECKING`` imports count. They are not executed, but they are dependencies all the
 same: the module's signatures name the other layer's types, a reader and the type checker
@@ -80,6 +88,11 @@ class Violation:
     def key(self) -> tuple[str, tuple[str, ...]]:
         return self.kind, self.modules
 
+
+# Imports that point down but that the map rules out: importer unit -> imported units.
+FORBIDDEN: Mapping[str, frozenset[str]] = {
+    "engine": frozenset({"environment"}),  # tools only through engine/_runner.py's ToolRunner
+}
 
 # Each existing violation, with why it is there and which change removes it. An entry
 # that no longer occurs fails the test too, so the list only ever shrinks. The keys are
@@ -163,6 +176,12 @@ def check(modules: Mapping[str, tuple[str, bool]]) -> list[Violation]:
             f"{edge.importer}, line {edge.line}, imports {edge.imported}: "
             f"{source_unit} (layer {source_layer})"
         )
+        if target_unit != "<helpers>" and _is_private(edge.imported):
+            detail = f"{where} reaches into a private module of {target_unit}"
+            found.append(Violation("private", (edge.importer, edge.imported), detail))
+        if target_unit in FORBIDDEN.get(source_unit, ()):
+            detail = f"{where} may not depend on {target_unit} at all"
+            found.append(Violation("forbidden", (edge.importer, edge.imported), detail))
         if target_layer > source_layer:
             detail = f"{where} depends on {target_unit} (layer {target_layer}), above it"
             found.append(Violation("upward", (edge.importer, edge.imported), detail))
@@ -171,6 +190,31 @@ def check(modules: Mapping[str, tuple[str, bool]]) -> list[Violation]:
             found.append(Violation("sideways", (edge.importer, edge.imported), detail))
     found.extend(_circles(edges))
     return found
+
+
+def _is_private(module: str) -> bool:
+    """Whether the dotted module name has a private part below ``penguin``."""
+    return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+def third_party_private_imports(
+    modules: Mapping[str, tuple[str, bool]],
+) -> list[tuple[str, int, str]]:
+    """Imports of another package's private module: (importer, line, imported)."""
+    found = []
+    for name, (source, _) in modules.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets = [node.module]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] != "penguin" and any(part.startswith("_") for part in parts[1:]):
+                    found.append((name, node.lineno, target))
+    return sorted(found)
 
 
 def _circles(edges: list[Edge]) -> Iterator[Violation]:
@@ -222,6 +266,10 @@ def test_10_7_imports_point_down_the_layers() -> None:
     occurring = {v.key for v in found}
     stale = [key for key in ALLOWED if key not in occurring]
     assert not stale, f"ALLOWED lists violations that are gone; remove them: {stale}"
+
+
+def test_17_5_no_import_of_a_third_party_private_module() -> None:
+    assert third_party_private_imports(discover()) == []
 
 
 def test_10_7_every_unit_has_a_layer() -> None:
@@ -327,3 +375,80 @@ def test_10_7_the_checker_asks_for_a_layer_for_a_new_package() -> None:
     modules = tree(penguin__chat__init="import penguin.agent\n", penguin__agent="")
     with pytest.raises(AssertionError, match=r"penguin\.chat has no layer"):
         check(modules)
+
+
+def test_17_5_the_checker_fails_on_a_private_module_of_another_unit() -> None:
+    modules = tree(
+        penguin__protocol__init="",
+        penguin__protocol___approve="",
+        penguin__approval__init="from penguin.protocol._approve import consult\n",
+        penguin__environment__init="from penguin.protocol import consult\n",
+        penguin___log="",
+        penguin__trace__init="from penguin._log import warn\nfrom ._writer import W\n",
+        penguin__trace___writer="",
+    )
+    assert kinds(check(modules)) == {
+        ("private", ("penguin.approval", "penguin.protocol._approve")),
+    }
+
+
+def test_17_5_the_checker_fails_on_the_engine_reaching_the_environment() -> None:
+    modules = tree(
+        penguin__engine__init="from penguin.environment import Environment\n",
+        penguin__environment__init="",
+    )
+    assert kinds(check(modules)) == {("forbidden", ("penguin.engine", "penguin.environment"))}
+
+
+def test_17_5_the_checker_sees_a_third_party_private_module() -> None:
+    modules = tree(
+        penguin__environment__init="import mcp.types\nfrom mcp.shared._httpx_utils import f\n",
+    )
+    assert third_party_private_imports(modules) == [
+        ("penguin.environment", 2, "mcp.shared._httpx_utils")
+    ]
+
+
+# --- surfaces stand on Session (issue 17 item 1) ------------------------------------
+
+_ENGINE_OWNERS = ("penguin.engine", "penguin.agent")
+
+
+def engine_reaches(modules: Mapping[str, tuple[str, bool]]) -> list[tuple[str, int, str]]:
+    """Every ``x.engine`` / ``x._engine`` outside the engine and agent.py: (module, line, attr)."""
+    found = []
+    for name, (source, _) in modules.items():
+        if any(name == owner or name.startswith(owner + ".") for owner in _ENGINE_OWNERS):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Attribute) and node.attr in ("engine", "_engine"):
+                found.append((name, node.lineno, node.attr))
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "setattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in ("engine", "_engine")
+            ):
+                found.append((name, node.lineno, str(node.args[1].value)))
+    return sorted(found)
+
+
+def test_17_1_no_surface_touches_the_session_engine() -> None:
+    assert engine_reaches(discover()) == []
+
+
+def test_17_1_the_checker_sees_every_way_to_the_engine() -> None:
+    modules = tree(
+        penguin__cli___chat="session.engine.llm = x\n",
+        penguin__batch___runner="s._engine.max_turns = 3\n",
+        penguin__server___sessions="getattr(session, 'engine')\n",
+        penguin__agent="self._engine.run()\n",
+        penguin__engine___engine="self.engine = 1\n",
+    )
+    assert engine_reaches(modules) == [
+        ("penguin.batch._runner", 1, "_engine"),
+        ("penguin.cli._chat", 1, "engine"),
+        ("penguin.server._sessions", 1, "engine"),
+    ]

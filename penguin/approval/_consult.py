@@ -2,8 +2,8 @@
 
 This module is where the engine obtains an approver's answer:
 
-- :func:`consult` (written in ``penguin.protocol._approve``, which the subagent
-  supervisor uses too) turns *any* approver outcome into a verdict. No approver denies
+- :func:`consult` (written in ``penguin.protocol``, which the subagent supervisor
+  uses too) turns *any* approver outcome into a verdict. No approver denies
   everything; an approver that raises an :class:`Exception` denies (and says so on
   stderr); an answer that is not a verdict denies (and says so on stderr). Trio
   cancellation, ``KeyboardInterrupt`` and other non-``Exception`` errors propagate:
@@ -28,7 +28,7 @@ from typing import Final, Protocol, final, runtime_checkable
 import attrs
 
 from penguin import protocol as om
-from penguin.protocol._approve import VERDICTS, consult, resolve
+from penguin.protocol import VERDICTS, consult, resolve
 
 from ._policy import CommandPolicy
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ._api import BACKENDS as BACKENDS
 from ._api import Backend as Backend
 from ._api import check_backend as check_backend
+from ._api import check_options as check_options
 from ._api import run_batch as run_batch
 from ._errors import BackendUnavailableError as BackendUnavailableError
 from ._errors import BatchOptionError as BatchOptionError
@@ -61,6 +62,7 @@ __all__ = [
     "TaskFileError",
     "TokenTotals",
     "check_backend",
+    "check_options",
     "load_tasks",
     "parse_tasks",
     "run_batch",

@@ -20,6 +20,7 @@ import trio
 from penguin import config as cfg
 
 from ._errors import BatchOptionError
+from ._options import check_options
 from ._progress import BatchProgress
 from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks
@@ -28,7 +29,7 @@ from ._tasks import BatchTask, check_unique_ids, unattended_mode
 if TYPE_CHECKING:
     from penguin.environment.sandbox import SandboxPolicy
 
-__all__ = ["BACKENDS", "Backend", "check_backend", "run_batch"]
+__all__ = ["BACKENDS", "Backend", "check_backend", "check_options", "run_batch"]
 
 Backend: TypeAlias = Literal["local", "ray"]
 BACKENDS: Final[tuple[Backend, ...]] = get_args(Backend)
@@ -114,9 +115,8 @@ async def run_batch(
     )
     if sandbox is not None:
         settings = attrs.evolve(settings, sandbox=_plain(sandbox))
+    check_options(workers=workers)
     check_unique_ids(task_list)
-    if workers is not None and workers < 1:
-        raise BatchOptionError("workers", f"--workers must be at least 1, got {workers}")
     stop = interrupt if interrupt is not None else trio.Event()
     send, receive = trio.open_memory_channel[BatchResult](math.inf)
 
@@ -194,16 +194,13 @@ def _settings(
     timeout_s: float | None,
 ) -> BatchSettings:
     """The checked options of a batch (:class:`BatchOptionError` for a bad one)."""
-    if concurrency < 1:
-        raise BatchOptionError(
-            "concurrency", f"--concurrency must be at least 1, got {concurrency}"
-        )
-    if (provider is None) != (model_id is None):
-        raise BatchOptionError("provider", "give --provider and --model-id together")
-    if max_turns is not None and max_turns < 1:
-        raise BatchOptionError("max_turns", f"--max-turns must be at least 1, got {max_turns}")
-    if timeout_s is not None and not timeout_s > 0:
-        raise BatchOptionError("timeout_s", f"--timeout-s must be more than 0, got {timeout_s}")
+    check_options(
+        concurrency=concurrency,
+        max_turns=max_turns,
+        timeout_s=timeout_s,
+        provider=provider,
+        model_id=model_id,
+    )
     return BatchSettings(
         root=Path(root) if root is not None else None,
         project_id=project_id,

@@ -38,11 +38,15 @@ class TaskFileError(PenguinError, ValueError):
 
 
 class BatchOptionError(PenguinError, ValueError):
-    """An option the batch cannot run with; ``option`` names it, the message says why."""
+    """An option the batch cannot run with; ``option`` names it, the message says why.
 
-    def __init__(self, option: str, message: str) -> None:
+    ``value`` is the value given, when the message is about one.
+    """
+
+    def __init__(self, option: str, message: str, value: object = None) -> None:
         super().__init__(message)
         self.option = option
+        self.value = value
 
 
 class BackendUnavailableError(PenguinError, RuntimeError):

@@ -43,8 +43,9 @@ from penguin._log import warn
 from penguin.agent import Agent
 from penguin.approval import ApprovalMode, approver_for_mode
 from penguin.environment.sandbox import SandboxPolicy
-from penguin.llm import LLM, OpenAIChatLLM
+from penguin.llm import LLM, ClosableLLM
 
+from ._options import check_options
 from ._results import BatchResult, TokenTotals, status_of_run
 from ._tasks import BatchTask
 
@@ -155,13 +156,12 @@ async def run_tasks(
     has ended; tasks still waiting for a slot when ``interrupt`` is set never start.
     If the agent cannot be opened, every task gets an ``error`` result saying why.
     """
-    if settings.concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {settings.concurrency}")
+    check_options(concurrency=settings.concurrency)
     try:
         agent = await trio.to_thread.run_sync(
             Agent.open, settings.root, settings.project_id, settings.agent_id
         )
-    except (cfg.ConfigError, ValueError, OSError) as exc:
+    except (cfg.ConfigError, OSError) as exc:
         for task in tasks:
             await emit(error_result(task, f"cannot open the agent: {exc}"))
         return
@@ -203,6 +203,8 @@ class _Tally:
     run_status: str | None = None
     run_error: str | None = None
     turns: int | None = None
+    model_error: str | None = None
+    """The last failed model request's message: what a timed-out task was waiting on."""
 
     def observe(self, message: om.OmniMessage[om.Payload]) -> None:
         if message.origin:
@@ -212,6 +214,8 @@ class _Tally:
             self.tool_calls += 1
         elif isinstance(payload, om.TokenUsagePayload):
             self.tokens = payload.session
+        elif isinstance(payload, om.RequestEndPayload):
+            self.model_error = payload.error_message if payload.status != "completed" else None
         elif isinstance(payload, om.RequestBeginPayload):
             self.requests += 1
             self.final_text = []  # the final text is the last response's
@@ -252,6 +256,8 @@ class _TaskRunner:
         if stop.cause is not None and result.status != "completed":
             if stop.cause == "timeout":
                 reason = f"timed out after {timeout_s:g} s"
+                if tally.model_error:
+                    reason += f"; last model error: {tally.model_error}"
             else:
                 reason = "interrupted"
             if stop.hard:
@@ -306,13 +312,14 @@ class _TaskRunner:
         ):
             tally.session_id = session.session_id
             tally.trace_path = str(session.trace_path)
-            if max_turns is not None:
-                session.engine.max_turns = max_turns
             approve = approver_for_mode(
                 mode, ask=_nobody_to_ask, permission=session.environment.tool_permission
             )
             async with session.run(
-                [om.user_text(task.prompt)], approve=approve, interrupt=task_interrupt
+                [om.user_text(task.prompt)],
+                approve=approve,
+                interrupt=task_interrupt,
+                max_turns=max_turns,
             ) as stream:
                 async for message in stream:
                     tally.observe(message)
@@ -344,7 +351,7 @@ def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:
 
 @attrs.define
 class _Lease:
-    client: OpenAIChatLLM
+    client: ClosableLLM
     vision: bool
     users: int = 0
 
@@ -395,9 +402,7 @@ class _ModelClients:
         finally:
             lease.users -= 1
 
-    def _open_client(
-        self, provider: str | None, model_id: str | None
-    ) -> tuple[OpenAIChatLLM, bool]:
+    def _open_client(self, provider: str | None, model_id: str | None) -> tuple[ClosableLLM, bool]:
         entry = cfg.resolve_model(
             self._agent.project_config(), provider=provider, model_id=model_id
         )

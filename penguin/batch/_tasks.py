@@ -182,9 +182,10 @@ def unattended_mode(text: str) -> ApprovalMode:
     if mode not in UNATTENDED_MODES:
         raise BatchOptionError(
             "approve",
-            f"--approve {mode} asks before tool calls, and nobody is there to answer in a "
-            "batch: use allow-all (the default) or deny-all; the command policy applies "
-            "either way",
+            f"approval mode {mode} asks before tool calls, and nobody is there to answer "
+            "in a batch: use allow-all (the default) or deny-all; the command policy "
+            "applies either way",
+            mode,
         )
     return mode
 
@@ -192,14 +193,17 @@ def unattended_mode(text: str) -> ApprovalMode:
 def parse_tasks(text: str, *, path: Path | None = None) -> list[BatchTask]:
     """The tasks of a task file's ``text``; :class:`TaskFileError` names the first bad line.
 
-    Blank lines are skipped (they still count for line numbers). Relative paths are
-    read relative to ``path``'s directory (the working directory when ``path`` is
-    None). Ids must be unique.
+    Lines end at a newline only (a carriage return before it is allowed); blank lines
+    are skipped (they still count for line numbers). Relative paths are read relative
+    to ``path``'s directory (the working directory when ``path`` is None). Ids must be
+    unique.
     """
     base = path.parent if path is not None else None
     tasks: list[BatchTask] = []
     lines: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only (JSON Lines): str.splitlines would also cut at U+0085,
+    # U+2028 and the like, which a JSON string may hold as they are.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -260,7 +264,7 @@ def load_tasks(path: str | os.PathLike[str], *, check_paths: bool = True) -> lis
     text = file.read_text(encoding="utf-8")
     tasks = parse_tasks(text, path=file)
     if check_paths:
-        numbers = [n for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        numbers = [n for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
         check_task_paths(tasks, lines=numbers, path=file)
     return tasks
 
@@ -291,8 +295,10 @@ def _mode(value: object) -> ApprovalMode:
         raise ValueError(f'"approve" must be an approval mode, got {_shown(value)}')
     try:
         return unattended_mode(value)
-    except (ApprovalModeError, BatchOptionError) as exc:
-        raise ValueError(str(exc).replace("--approve ", '"approve": ', 1)) from None
+    except ApprovalModeError as exc:
+        raise ValueError(str(exc)) from None
+    except BatchOptionError as exc:
+        raise ValueError(str(exc).replace("approval mode ", '"approve": ', 1)) from None
 
 
 def _shown(value: object) -> str:

@@ -133,7 +133,9 @@ def _main(args: argparse.Namespace) -> int:
         mode = batch.unattended_mode(args.approve)
         _check_numbers(args)
         batch.check_backend(args.backend)
-    except (ApprovalModeError, batch.BatchOptionError, batch.BackendUnavailableError) as exc:
+    except batch.BatchOptionError as exc:
+        return _fail(_in_flags(exc))
+    except (ApprovalModeError, batch.BackendUnavailableError) as exc:
         return _fail(exc)
     remote = args.backend == "ray" and args.ray_address is not None
     try:
@@ -155,7 +157,7 @@ def _main(args: argparse.Namespace) -> int:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
         _check_models(agent, tasks, args.provider, args.model_id)
         results = batch.ResultsFile.open(args.output, resume=args.resume)
-    except (cfg.ConfigError, batch.BatchOptionError, ValueError, OSError) as exc:
+    except (cfg.ConfigError, batch.BatchOptionError, OSError) as exc:
         return _fail(exc)
     with results:
         pending = [task for task in tasks if task.id not in results.ids]
@@ -181,20 +183,27 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    checks = (
-        ("concurrency", args.concurrency is not None and args.concurrency < 1),
-        ("workers", args.workers is not None and args.workers < 1),
-        ("max-turns", args.max_turns is not None and args.max_turns < 1),
-        ("timeout-s", args.timeout_s is not None and not args.timeout_s > 0),
+    batch.check_options(
+        concurrency=args.concurrency,
+        workers=args.workers,
+        max_turns=args.max_turns,
+        timeout_s=args.timeout_s,
+        provider=args.provider,
+        model_id=args.model_id,
     )
-    for name, bad in checks:
-        if bad:
-            value = getattr(args, name.replace("-", "_"))
-            raise batch.BatchOptionError(name, f"--{name} must be more than 0, got {value}")
-    if (args.provider is None) != (args.model_id is None):
-        raise batch.BatchOptionError("provider", "give --provider and --model-id together")
     if args.ray_address is not None and args.backend != "ray":
         raise batch.BatchOptionError("ray-address", "--ray-address needs --backend ray")
+
+
+def _in_flags(exc: batch.BatchOptionError) -> str:
+    """The library's complaint about an option, said with the command line's flags."""
+    if exc.option == "approve":
+        return str(exc).replace("approval mode ", "--approve ", 1)
+    if exc.option == "provider":
+        return "give --provider and --model-id together"
+    if exc.option in ("concurrency", "workers", "max_turns", "timeout_s"):
+        return f"--{exc.option.replace('_', '-')} must be more than 0, got {exc.value}"
+    return str(exc)
 
 
 def _check_models(

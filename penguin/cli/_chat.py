@@ -58,7 +58,7 @@ from penguin.approval import (
     approver_for_mode,
     parse_approval_mode,
 )
-from penguin.trace import TraceLocation, find_session, trace_files, trace_locations
+from penguin.trace import TraceLocation, find_session, latest_session, trace_files
 
 from ._lock import SessionLock, lock_path
 from ._render import Renderer, TaskStats, history_lines, paint, shorten, use_color
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from ._screen import ScreenSurface
     from ._terminal import Terminal
 
-__all__ = ["COMMANDS", "STOP_WINDOW", "TaskControl", "configure", "newest_session"]
+__all__ = ["COMMANDS", "STOP_WINDOW", "TaskControl", "configure"]
 
 STOP_WINDOW: Final = 2.0
 """Seconds after an interrupting Ctrl-C in which another one stops the Task at once."""
@@ -189,26 +189,6 @@ class _Plan:
     lock: SessionLock | None = None
 
 
-def newest_session(traces_dir: Path) -> TraceLocation | None:
-    """The newest file of the agent's most recently written session that is not a subagent's.
-
-    Blocking (it lists the traces and reads first lines).
-    """
-    newest: dict[str, TraceLocation] = {}
-    stamps: dict[str, int] = {}
-    for location in trace_locations(traces_dir):
-        newest[location.session_id] = location
-        with contextlib.suppress(OSError):
-            stamp = location.path.stat().st_mtime_ns
-            stamps[location.session_id] = max(stamps.get(location.session_id, 0), stamp)
-    order = sorted(newest, key=lambda sid: (stamps.get(sid, 0), sid), reverse=True)
-    for session_id in order:
-        meta = _session_meta(newest[session_id].path)
-        if meta is not None and meta.get("source") != "subagent":
-            return newest[session_id]
-    return None
-
-
 def _session_meta(path: Path) -> dict[str, Any] | None:
     """The payload of the ``session_meta`` a trace file opens with, or None.
 
@@ -240,7 +220,7 @@ def _plan(args: argparse.Namespace, paths: cfg.AgentPaths) -> _Plan:
         return _Plan(entry.provider, entry.model_id, workspace)
     traces = paths.traces_dir
     if args.resume == _LATEST:
-        location = newest_session(traces)
+        location = latest_session(traces, skip_subagents=True)
         if location is None:
             raise _UsageError(f"no session to resume: {traces} holds no trace of this agent")
     else:
@@ -558,9 +538,10 @@ class _Chat:
     async def _task(self, text: str) -> None:
         session = await self.slot.session()
         if self._next_model is not None:
-            session.engine.llm, self._next_model = self._next_model, None
+            session.set_llm(self._next_model)
+            self._next_model = None
         control = self.control = TaskControl()
-        stats = TaskStats(context_window=session.engine.llm.context_window)
+        stats = TaskStats(context_window=session.llm.context_window)
         started = time.monotonic()
         approve = approver_for_mode(
             self.mode, ask=self.asker, permission=session.environment.tool_permission
@@ -675,7 +656,7 @@ class _Chat:
     async def _clear(self) -> None:
         session = await self.slot.session()
         old = session.session_id
-        workspace, model = session.workspace_dir, session.engine.llm.model
+        workspace, model = session.workspace_dir, session.llm.model
         await self.slot.close()
         self.slot.open(lambda: self._new(workspace, model.provider, model.model_id))
         new = await self.slot.session()
@@ -687,7 +668,7 @@ class _Chat:
 
     async def _compact(self) -> None:
         session = await self.slot.session()
-        if session.engine.ledger.turns == 0:
+        if session.usage.turns == 0:
             self.renderer.line(
                 "[nothing to compact: the context has no model turns since it began]", "note"
             )
@@ -711,7 +692,7 @@ class _Chat:
     async def _model(self, args: list[str]) -> None:
         session = await self.slot.session()
         if not args:
-            llm = self._next_model or session.engine.llm
+            llm = self._next_model or session.llm
             window = llm.context_window
             known = f" (context window {window:,} tokens)" if window else ""
             self.renderer.line(f"[model: {llm.model.provider}/{llm.model.model_id}{known}]", "note")

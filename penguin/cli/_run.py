@@ -152,7 +152,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
         project_sandbox = agent.project_config().sandbox
-    except (ConfigError, ValueError, OSError) as exc:
+    except (ConfigError, OSError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
         return 1
     policy = policy_for(args, project_sandbox, default="workspace-write", prog="penguin run")
@@ -164,9 +164,14 @@ def _main(args: argparse.Namespace) -> int:
         async with agent.session(
             args.workspace, provider=args.provider, model_id=args.model_id, sandbox=policy
         ) as session:
-            if args.max_turns is not None:
-                session.engine.max_turns = args.max_turns
-            return await run_task(session, args.message, mode, controls, verbose=args.verbose)
+            return await run_task(
+                session,
+                args.message,
+                mode,
+                controls,
+                verbose=args.verbose,
+                max_turns=args.max_turns,
+            )
 
     try:
         return trio.run(under_controls, main)
@@ -260,12 +265,17 @@ async def render_run(
     approve: om.ApproveFn,
     interrupt: trio.Event,
     observe: Callable[[om.OmniMessage[om.Payload]], None] | None = None,
+    *,
+    max_turns: int | None = None,
 ) -> RunResult:
     """Run one Task on ``session`` and show its stream with ``renderer``; how it ended.
 
-    ``observe`` sees every message too (the chat counts tokens with it).
+    ``observe`` sees every message too (the chat counts tokens with it); ``max_turns``
+    caps the run's turns.
     """
-    async with session.run(messages, approve=approve, interrupt=interrupt) as stream:
+    async with session.run(
+        messages, approve=approve, interrupt=interrupt, max_turns=max_turns
+    ) as stream:
         async for item in stream:
             renderer.show(item)
             if observe is not None:
@@ -283,13 +293,19 @@ async def run_task(
     out: TextIO | None = None,
     *,
     verbose: bool = False,
+    max_turns: int | None = None,
 ) -> int:
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
     renderer = Renderer(out or sys.stdout, verbose=verbose)
     ask = PromptAsker(renderer, controls.read_line, echo=not stdin_is_a_terminal())
     approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
     result = await render_run(
-        session, [om.user_text(message)], renderer, approve, controls.interrupt
+        session,
+        [om.user_text(message)],
+        renderer,
+        approve,
+        controls.interrupt,
+        max_turns=max_turns,
     )
     await session.flush_trace()
     print(f"trace: {session.trace_path}", file=sys.stderr)

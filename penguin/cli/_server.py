@@ -103,15 +103,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from penguin.server import ServerOptions, run_server
-    from penguin.server._compat import UiFolderError, check_ui_folder
-    from penguin.server._routes import PROJECT_ID
+    from penguin import config as cfg
+    from penguin.server import ServerOptions, UiFolderError, check_ui_folder, run_server
 
     if not 0 <= args.port <= 65535:
         print(f"penguin server: --port must be 0..65535, not {args.port}", file=sys.stderr)
         return 1
-    if PROJECT_ID.fullmatch(args.project_id) is None:
-        print(f"penguin server: invalid --project-id {args.project_id!r}", file=sys.stderr)
+    try:
+        cfg.validate_id(args.project_id, "project id")
+    except cfg.ConfigError as exc:
+        print(f"penguin server: --project-id: {exc}", file=sys.stderr)
         return 1
     if not args.idle_close >= 0:  # also refuses nan
         print(

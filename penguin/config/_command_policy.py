@@ -31,6 +31,8 @@ from typing import Any, Final, final
 
 import attrs
 
+from ._errors import ConfigValueError
+
 __all__ = ["POLICY_RULE_KEYS", "PolicyRuleConfig", "policy_rules_of"]
 
 POLICY_RULE_KEYS: Final = ("name", "pattern", "description", "enabled")
@@ -40,7 +42,7 @@ POLICY_RULE_KEYS: Final = ("name", "pattern", "description", "enabled")
 def _text(name: str) -> Any:
     def check(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
         if not isinstance(value, str):
-            raise ValueError(f"a policy rule's {name} must be a string, not {value!r}")
+            raise ConfigValueError(f"a policy rule's {name} must be a string, not {value!r}")
 
     return check
 
@@ -64,9 +66,11 @@ class PolicyRuleConfig:
 
     def __attrs_post_init__(self) -> None:
         if not self.name.strip():
-            raise ValueError("a policy rule needs a non-blank name")
+            raise ConfigValueError("a policy rule needs a non-blank name")
         if not isinstance(self.enabled, bool):
-            raise ValueError(f"a policy rule's enabled must be true or false, not {self.enabled!r}")
+            raise ConfigValueError(
+                f"a policy rule's enabled must be true or false, not {self.enabled!r}"
+            )
 
 
 def policy_rules_of(table: Mapping[str, Any] | None) -> tuple[PolicyRuleConfig, ...] | None:

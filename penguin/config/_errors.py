@@ -1,10 +1,12 @@
-"""The configuration package's one exception.
+"""The configuration package's exceptions.
 
 ::
 
-    PenguinError       the root of every penguin exception (penguin._errors)
-     └── ConfigError   (also ValueError) a configuration file is missing, unreadable,
-                       not YAML, or holds a bad value
+    PenguinError               the root of every penguin exception (penguin._errors)
+     └── ConfigError           (also ValueError) a configuration file is missing,
+          │                    unreadable, not YAML, or holds a bad value
+          └── ConfigValueError a value given directly (an argument, not a file) is not allowed
+               └── InvalidIdError  a project, agent or session id breaks the id rule
 
 A :class:`ConfigError` carries where the problem is — ``path``, ``line`` (1-based,
 or None when no line applies) and ``field`` (a dotted path such as
@@ -14,7 +16,12 @@ use, so an editor can jump to the place::
 
     system_config.yaml:12: tools.builtin[3].timeoutMs: expected an integer, got "fast"
 
-This module owns the exception only; the readers in this package decide what is an
+A :class:`ConfigValueError` is the same for a value that did not come from a file
+(a model entry built in code, an id on the command line): no location, and its
+message is its ``reason``. Every user-input error of this package is one of these
+classes, so ``except ConfigError`` is the one catch a surface needs.
+
+This module owns the exceptions only; the readers in this package decide what is an
 error and what (like an invalid MCP server entry) is merely a logged warning.
 Failures to *write* a configuration file are plain :class:`OSError`.
 """
@@ -26,7 +33,7 @@ from typing import Any
 
 from penguin._errors import PenguinError
 
-__all__ = ["ConfigError", "format_location"]
+__all__ = ["ConfigError", "ConfigValueError", "InvalidIdError", "format_location"]
 
 
 def format_location(path: str, line: int | None, field: str | None) -> str:
@@ -64,3 +71,25 @@ class ConfigError(PenguinError, ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # The default reduction would call __init__ with the formatted message only.
         return (type(self), (self.reason, self.path, self.line, self.field))
+
+
+class ConfigValueError(ConfigError):
+    """A value that is not allowed, given directly rather than read from a file.
+
+    ``reason`` is the whole message; ``path`` is empty and ``line`` None; ``field``
+    names the value when the caller knows it (it is not in the message).
+    """
+
+    def __init__(self, reason: str, field: str | None = None) -> None:
+        self.reason = reason
+        self.path = ""
+        self.line = None
+        self.field = field
+        ValueError.__init__(self, reason)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason, self.field))
+
+
+class InvalidIdError(ConfigValueError):
+    """A project, agent or session id that breaks the id rule (``config._paths.is_valid_id``)."""

@@ -21,6 +21,9 @@ decision.
 Invariant: every path component penguin builds from a name (project id, agent
 id, session id) is checked against :data:`ID_PATTERN` first, so no name can
 point outside its parent directory (``..``, ``/``, a leading dot are refused).
+This is the one id rule of every surface: the command line, the server's routes,
+a batch and :meth:`penguin.Agent.open` all ask :func:`is_valid_id` or
+:func:`validate_id`.
 """
 
 from __future__ import annotations
@@ -34,13 +37,17 @@ from typing import Final, final
 
 import attrs
 
+from ._errors import InvalidIdError
+
 __all__ = [
     "DEFAULT_AGENT_ID",
     "DEFAULT_PROJECT_ID",
+    "ID_MAX_LENGTH",
     "ID_PATTERN",
     "PENGUIN_HOME_VAR",
     "AgentPaths",
     "data_root",
+    "is_valid_id",
     "new_session_id",
     "new_temp_workspace",
     "validate_id",
@@ -52,8 +59,16 @@ PENGUIN_HOME_VAR: Final = "PENGUIN_HOME"
 DEFAULT_PROJECT_ID: Final = "default_project"
 DEFAULT_AGENT_ID: Final = "default_agent"
 
-ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-"""What a project, agent or session id may look like (matched whole; ``..`` is refused too)."""
+ID_MAX_LENGTH: Final = 64
+"""The longest id the rule allows."""
+ID_PATTERN: Final = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", re.ASCII)
+"""The id rule (matched whole): a letter or digit, then letters, digits, ``_``, ``.``
+and ``-``, at most 64 characters, and no ``..`` anywhere."""
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether ``value`` is a project, agent or session id the rule allows."""
+    return isinstance(value, str) and ID_PATTERN.fullmatch(value) is not None
 
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -71,14 +86,16 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
 
 
 def validate_id(value: str, what: str = "id") -> str:
-    """``value`` itself when it is a valid id, else :class:`ValueError` saying what is allowed.
+    """``value`` itself when it is a valid id, else :class:`InvalidIdError` saying what is allowed.
 
     ``what`` names the id in the message (``"project id"``, ``"agent id"``).
     """
-    if not isinstance(value, str) or ID_PATTERN.fullmatch(value) is None or ".." in value:
-        raise ValueError(
+    if not is_valid_id(value):
+        raise InvalidIdError(
             f"invalid {what} {value!r}: use letters, digits, '_', '.' and '-', "
-            "starting with a letter or digit, and no '..' (e.g. my_project)"
+            f"starting with a letter or digit, at most {ID_MAX_LENGTH} characters, "
+            "and no '..' (e.g. my_project)",
+            field=what,
         )
     return value
 
@@ -98,8 +115,8 @@ class AgentPaths:
 
     ``root`` goes through :func:`data_root`, so ``AgentPaths(None)`` is the agent
     in ``$PENGUIN_HOME`` or ``~/.penguin/data``. Ids are validated on
-    construction (:class:`ValueError`). Only paths are computed: nothing is
-    created.
+    construction (:class:`InvalidIdError`, a ``ValueError``). Only paths are
+    computed: nothing is created.
     """
 
     root: Path = attrs.field(converter=data_root)

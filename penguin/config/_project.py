@@ -60,7 +60,7 @@ import attrs
 from penguin._log import warn
 
 from ._command_policy import PolicyRuleConfig, policy_rules_of
-from ._errors import ConfigError
+from ._errors import ConfigError, ConfigValueError
 from ._toml import field_lines, line_of_field, read_private_toml
 from ._vault import ENV_NAME_PATTERN
 
@@ -178,22 +178,22 @@ class ModelEntry:
         for name in ("provider", "model_id"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{name} must be a non-empty string")
+                raise ConfigValueError(f"{name} must be a non-empty string")
         if not _is_url(self.base_url):
-            raise ValueError(
+            raise ConfigValueError(
                 f"base_url must be an http:// or https:// URL (the API root, such as "
                 f"http://localhost:8000/v1), not {_shown(self.base_url)}"
             )
         if self.api_key is not None and self.api_key_env is not None:
-            raise ValueError("give either api_key or api_key_env, not both")
+            raise ConfigValueError("give either api_key or api_key_env, not both")
         if self.api_key_env is not None and ENV_NAME_PATTERN.fullmatch(self.api_key_env) is None:
-            raise ValueError(
+            raise ConfigValueError(
                 f"api_key_env must be an environment variable name, not {_shown(self.api_key_env)}"
             )
         if self.context_window is not None and (
             isinstance(self.context_window, bool) or self.context_window <= 0
         ):
-            raise ValueError("context_window must be a positive number of tokens")
+            raise ConfigValueError("context_window must be a positive number of tokens")
 
     @property
     def key(self) -> ModelKey:
@@ -462,7 +462,9 @@ def resolve_model(
     default.
     """
     if (provider is None) != (model_id is None):
-        raise ValueError("give provider and model_id together, or neither to use the default model")
+        raise ConfigValueError(
+            "give provider and model_id together, or neither to use the default model"
+        )
     if not config.models:
         raise ConfigError(f"No model is configured. Add one with: {_ADD_MODEL_HINT}", config.path)
     if provider is not None and model_id is not None:

@@ -30,7 +30,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from ._defaults import default_tools
-from ._errors import ConfigError
+from ._errors import ConfigError, ConfigValueError
 from ._files import read_config_text
 from ._mcp import McpServerConfig, parse_mcp_servers
 from ._prompt import DEFAULT_SYSTEM_PROMPT
@@ -89,7 +89,7 @@ DEFAULT_IMAGE_MAX_EDGE: Final = 2048
 
 def _positive_edge(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_edge must be a positive number of pixels, not {value!r}")
+        raise ConfigValueError(f"max_edge must be a positive number of pixels, not {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -117,7 +117,7 @@ DEFAULT_MAX_SPAWNED: Final = 32
 
 def _positive_count(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{attribute.name} must be a positive whole number, not {value!r}")
+        raise ConfigValueError(f"{attribute.name} must be a positive whole number, not {value!r}")
 
 
 @attrs.frozen(kw_only=True)

@@ -28,7 +28,7 @@ from typing import Final
 
 from tomlkit.toml_document import TOMLDocument
 
-from ._errors import ConfigError
+from ._errors import ConfigError, ConfigValueError
 from ._toml import field_lines, header_document, read_private_toml, write_private_toml
 
 __all__ = [
@@ -54,7 +54,7 @@ _VAULT_HEADER: Final = (
 def validate_env_name(name: str) -> str:
     """``name`` itself when it is a valid environment variable name, else :class:`ValueError`."""
     if ENV_NAME_PATTERN.fullmatch(name) is None:
-        raise ValueError(
+        raise ConfigValueError(
             f"invalid vault key {name!r}: use an environment variable name — letters, "
             "digits and '_', not starting with a digit (e.g. GITHUB_TOKEN)"
         )
@@ -109,7 +109,7 @@ def set_vault(path: str | os.PathLike[str], key: str, value: str) -> None:
     """
     validate_env_name(key)
     if "\x00" in value:
-        raise ValueError(
+        raise ConfigValueError(
             f"the value of {key} contains a NUL character, which no environment allows"
         )
     file = Path(path)

@@ -169,14 +169,17 @@ class Engine:
         approve: om.ApproveFn | None = None,
         interrupt: trio.Event | None = None,
         thinking_level: str | None = None,
+        max_turns: int | None = None,
     ) -> AsyncIterator[RunStream]:
         """Run one Task; iterate the yielded stream for its messages.
 
         ``approve`` answers every tool call (``None`` denies them all); when the
         engine has a command policy, it is consulted first. ``interrupt`` ends the
-        run gracefully. Raises :class:`EngineBusyError` when a run is already live.
+        run gracefully. ``max_turns`` caps this run's turns (``None``: the engine's
+        :attr:`max_turns`). Raises :class:`EngineBusyError` when a run is already live.
         """
         event = interrupt if interrupt is not None else trio.Event()
+        limit = self.max_turns if max_turns is None else max_turns
         if self.command_policy is not None:
             approve = with_command_policy(approve, self.command_policy)
         inputs = list(messages)
@@ -186,7 +189,7 @@ class Engine:
             self._close_open_compaction()
             self._task_live = True
             try:
-                result = await self._task(inputs, approve, event, thinking_level, emit)
+                result = await self._task(inputs, approve, event, thinking_level, limit, emit)
                 ended = True
                 return result
             finally:
@@ -282,6 +285,7 @@ class Engine:
         approve: om.ApproveFn | None,
         interrupt: trio.Event,
         thinking_level: str | None,
+        max_turns: int,
         emit: Outlet,
     ) -> RunResult:
         if not self._tool_list_sent and self._mcp is None:
@@ -303,8 +307,8 @@ class Engine:
                 return await self._end_run(RunResult(status="aborted", turns=turns), emit)
             if not (self.ledger.has_input() or self._reports or self._steering):
                 return RunResult(status="completed", turns=turns)
-            if 0 <= self.max_turns <= turns:
-                warn(f"[penguin] max_turns ({self.max_turns}) reached; the task stops here.")
+            if 0 <= max_turns <= turns:
+                warn(f"[penguin] max_turns ({max_turns}) reached; the task stops here.")
                 return await self._end_run(RunResult(status="max_turns", turns=turns), emit)
             if turns > 0:
                 cut = await self._checkpoint(interrupt, emit, turns=turns)

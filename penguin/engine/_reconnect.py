@@ -13,6 +13,12 @@ credentials will not get better by waiting) and ``aborted``, which is the engine
 word for a user interrupt and which a model client never reports
 (:mod:`penguin.llm`); a client that reports it anyway is taken at its word, and the
 request is not tried again.
+
+How long to wait follows the failure: a server that cannot be reached at all
+(``unreachable``: connection refused, an unknown host) is tried twice more within a
+few seconds, then given up, since a long wait will not bring it up; a server that
+said how long to wait (``Retry-After``) is waited for that long, up to a cap; every
+other failure waits on the ladder.
 """
 
 from __future__ import annotations
@@ -40,13 +46,29 @@ RETRYABLE: Final = frozenset({"failed", "timeout", "malformed"})
 
 @attrs.frozen(kw_only=True)
 class ReconnectPolicy:
-    """Waits before each in-run retry of a failed request (reference D6: 2, 4, 8, 16, 30 s)."""
+    """Waits before each in-run retry of a failed request (reference D6: 2, 4, 8, 16, 30 s).
+
+    ``unreachable_delays`` are the waits when the server could not be reached at all
+    (two retries within 2 s, then the request fails); ``max_retry_after`` caps the
+    wait a server asks for with ``Retry-After``, which replaces the ladder's.
+    """
 
     delays: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0, 30.0)
+    unreachable_delays: tuple[float, ...] = (0.5, 1.5)
+    max_retry_after: float = 60.0
 
-    def delay(self, attempt: int) -> float | None:
-        """Seconds to wait after failed attempt ``attempt`` (1-based), or None: give up."""
-        return self.delays[attempt - 1] if attempt <= len(self.delays) else None
+    def delay(self, attempt: int, outcome: LLMOutcome | None = None) -> float | None:
+        """Seconds to wait after failed attempt ``attempt`` (1-based), or None: give up.
+
+        ``outcome`` is how that attempt ended, when known: it picks the waits.
+        """
+        unreachable = outcome is not None and outcome.unreachable
+        ladder = self.unreachable_delays if unreachable else self.delays
+        if attempt > len(ladder):
+            return None
+        if outcome is not None and outcome.retry_after is not None:
+            return min(outcome.retry_after, self.max_retry_after)
+        return ladder[attempt - 1]
 
 
 @attrs.frozen
@@ -79,7 +101,7 @@ def end_request(
     if outcome.status == "completed" and usable:
         return RequestEnd(om.request_end("completed", attempt=numbered), None)
     retried = outcome.status == "completed" or outcome.status in RETRYABLE
-    delay = policy.delay(attempt) if retried else None
+    delay = policy.delay(attempt, outcome) if retried else None
     record = om.request_end(
         outcome.status,
         error_message=outcome.error_message,

@@ -33,6 +33,7 @@ from __future__ import annotations
 from ._chat_request import REASONING_EFFORTS as REASONING_EFFORTS
 from ._interface import LLM as LLM
 from ._interface import THINKING_LEVELS as THINKING_LEVELS
+from ._interface import ClosableLLM as ClosableLLM
 from ._interface import LLMOutcome as LLMOutcome
 from ._interface import LLMRequest as LLMRequest
 from ._interface import LLMResponse as LLMResponse
@@ -60,6 +61,7 @@ __all__ = [
     "LLM",
     "REASONING_EFFORTS",
     "THINKING_LEVELS",
+    "ClosableLLM",
     "ErrorStep",
     "LLMOutcome",
     "LLMRequest",

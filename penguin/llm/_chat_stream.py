@@ -26,14 +26,19 @@ stream → classified like an HTTP status when it has a numeric code, else
 
 :func:`status_stop_reason` and :func:`http_error_message` classify a non-200 answer
 (reference D6): 401/403 → ``auth``; 408, 429 and 5xx → ``timeout`` (worth retrying);
-any other status → ``failed``.
+any other status → ``failed``. The message says what happened in words (``rate
+limited: …``, ``server error 500: …``); :func:`retry_after_seconds` reads the wait a
+429 or 503 asks for.
 """
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import http
 import json
 import json.decoder
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias
 
@@ -46,6 +51,7 @@ from ._sse import SSEEvent
 __all__ = [
     "ChatStreamDecoder",
     "http_error_message",
+    "retry_after_seconds",
     "status_stop_reason",
     "usage_counts",
 ]
@@ -72,20 +78,52 @@ def status_stop_reason(status_code: int) -> om.StopReason:
 
 
 def http_error_message(status_code: int, reason_phrase: str, body: bytes) -> str:
-    """``"429 Too Many Requests: rate limited"``: the status and the server's own message.
+    """``"401 Unauthorized: bad key"``: what the status is, and the server's own message.
 
-    The server's message is read from the usual error shapes (``{"error":
-    {"message"}}``, ``{"error": "..."}``, ``{"message"}``, ``{"detail"}``), else the
-    body's text, shortened.
+    A 429 says ``rate limited (429): <message>``, a 5xx ``server error 503: <message>`` (the
+    status's phrase when the body says nothing), any other status its number and
+    phrase first. The server's message is read from the usual error shapes
+    (``{"error": {"message"}}``, ``{"error": "..."}``, ``{"message"}``, ``{"detail"}``),
+    else the body's text, shortened.
     """
     if not reason_phrase:
         try:
             reason_phrase = http.HTTPStatus(status_code).phrase
         except ValueError:
             reason_phrase = ""
-    head = f"{status_code} {reason_phrase}".rstrip()
     detail = _error_detail(body)
+    if status_code == 429:
+        return f"rate limited (429): {detail}" if detail else "rate limited (429)"
+    if 500 <= status_code <= 599:
+        said = detail or reason_phrase
+        return f"server error {status_code}: {said}" if said else f"server error {status_code}"
+    head = f"{status_code} {reason_phrase}".rstrip()
     return f"{head}: {detail}" if detail else head
+
+
+def retry_after_seconds(value: str | None, now: datetime.datetime | None = None) -> float | None:
+    """The wait an HTTP ``Retry-After`` header asks for, in seconds (None: none or unreadable).
+
+    The header is either a number of seconds or an HTTP date; a date in the past is
+    a wait of 0.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        now = now if now is not None else datetime.datetime.now(datetime.UTC)
+        seconds = (when - now).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
 
 
 def _error_detail(body: bytes) -> str:

@@ -20,9 +20,22 @@ __all__ = ["LLMStreamError"]
 
 
 class LLMStreamError(PenguinError):
-    """The request failed; ``status`` says how (``timeout`` is worth retrying, ``auth`` is not)."""
+    """The request failed; ``status`` says how (``timeout`` is worth retrying, ``auth`` is not).
 
-    def __init__(self, status: om.StopReason, message: str) -> None:
+    ``unreachable`` and ``retry_after`` are carried to the outcome
+    (:class:`~penguin.llm.LLMOutcome`).
+    """
+
+    def __init__(
+        self,
+        status: om.StopReason,
+        message: str,
+        *,
+        unreachable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status: om.StopReason = status
         self.message = message
+        self.unreachable = unreachable
+        self.retry_after = retry_after

@@ -42,6 +42,7 @@ from penguin import protocol as om
 __all__ = [
     "LLM",
     "THINKING_LEVELS",
+    "ClosableLLM",
     "LLMOutcome",
     "LLMRequest",
     "LLMResponse",
@@ -83,11 +84,16 @@ class LLMOutcome:
 
     ``usage`` is this request's token usage when the server reported it (also after
     an error, if it came before). ``error_message`` is ``None`` when ``completed``.
+    ``unreachable`` says the server could not be reached at all (connection refused,
+    an unknown host): waiting long will not help. ``retry_after`` is the wait in
+    seconds the server asked for (HTTP ``Retry-After``), when it said one.
     """
 
     status: om.StopReason
     error_message: str | None = None
     usage: om.TokenCounts | None = None
+    unreachable: bool = False
+    retry_after: float | None = None
 
 
 class LLMResponse(Protocol):
@@ -121,4 +127,16 @@ class LLM(Protocol):
 
         Leaving the block stops the request, whether or not it finished.
         """
+        ...
+
+
+class ClosableLLM(LLM, Protocol):
+    """A model client that holds resources (a connection pool) until it is closed.
+
+    :class:`~penguin.llm.OpenAIChatLLM` is one; :meth:`penguin.Agent.model_client`
+    builds them.
+    """
+
+    async def aclose(self) -> None:
+        """Release the client's resources; the client is not used afterwards."""
         ...

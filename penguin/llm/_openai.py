@@ -24,9 +24,13 @@ the stream was cut (EOF or a broken connection before
 any other HTTP status, an error object inside the stream   ``failed``
 =========================================================  ============
 
-``error_message`` names the status and the server's message (``429 Too Many
-Requests: rate limited``). Whatever was streamed before an error is closed with the
-error's stop reason. Nothing here retries; that is the engine's job.
+``error_message`` says what happened in words: ``cannot connect to <base_url>
+(Connection refused)`` for a server that cannot be reached (the outcome is then
+``unreachable``), ``server error 500: <the server's message>`` for a 5xx, ``rate
+limited (429): <message>`` for a 429 (with the outcome's ``retry_after`` when the answer
+had a ``Retry-After`` header), the status and the server's message otherwise
+(``401 Unauthorized: bad key``). Whatever was streamed before an error is closed
+with the error's stop reason. Nothing here retries; that is the engine's job.
 
 Tool call ids are unique per instance: a missing or empty id, or one this instance
 has already handed out, is replaced by a fresh ``call_<24 hex>``.
@@ -40,7 +44,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
+import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -51,7 +57,12 @@ import trio
 
 from ._assemble import StreamAssembler
 from ._chat_request import REASONING_EFFORTS, chat_completions_body
-from ._chat_stream import ChatStreamDecoder, http_error_message, status_stop_reason
+from ._chat_stream import (
+    ChatStreamDecoder,
+    http_error_message,
+    retry_after_seconds,
+    status_stop_reason,
+)
 from ._errors import LLMStreamError
 from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
 from ._response import Emit, open_response
@@ -104,7 +115,9 @@ class OpenAIChatLLM:
     ) -> None:
         self._model = ModelRef(provider=provider, model_id=model_id)
         self._context_window = context_window
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._base_url = base_url.rstrip("/")
+        self._url = self._base_url + "/chat/completions"
+        self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._reasoning_efforts = reasoning_efforts
         self._return_reasoning = return_reasoning
@@ -186,7 +199,13 @@ class OpenAIChatLLM:
             await self._exchange(content, decoder, assembler, emit)
         except LLMStreamError as error:
             assembler.close(error.status)
-            status = LLMOutcome(error.status, error.message, decoder.usage)
+            status = LLMOutcome(
+                error.status,
+                error.message,
+                decoder.usage,
+                unreachable=error.unreachable,
+                retry_after=error.retry_after,
+            )
         else:
             assembler.close("completed")
             status = LLMOutcome("completed", None, decoder.usage)
@@ -213,6 +232,7 @@ class OpenAIChatLLM:
                             response.reason_phrase,
                             await _read_capped(response),
                         ),
+                        retry_after=retry_after_seconds(response.headers.get("retry-after")),
                     )
                 in_body = True
                 parser = SSEParser()
@@ -242,6 +262,15 @@ class OpenAIChatLLM:
             else:
                 message = f"no response within {self._read_timeout:g} s"
             raise LLMStreamError("timeout", f"{message} (read timeout)") from None
+        except httpx.ConnectTimeout:
+            message = f"cannot connect to {self._base_url} (no answer within"
+            raise LLMStreamError("timeout", f"{message} {self._connect_timeout:g} s)") from None
+        except httpx.ConnectError as error:
+            raise LLMStreamError(
+                "timeout",
+                f"cannot connect to {self._base_url} ({_os_reason(error)})",
+                unreachable=True,
+            ) from None
         except httpx.TransportError as error:
             detail = f"{type(error).__name__}: {error}".rstrip(": ")
             if in_body:
@@ -249,6 +278,30 @@ class OpenAIChatLLM:
             raise LLMStreamError("timeout", detail) from None
         except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise LLMStreamError("failed", f"{type(error).__name__}: {error}") from None
+
+
+def _os_reason(error: BaseException) -> str:
+    """The system's words for why a connection failed: ``Connection refused``, ...
+
+    httpx wraps the OS error (and trio's "all attempts to connect" wraps one per
+    address); the first one that carries an error number is what the system said.
+    Without one, the error's own text.
+    """
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror) and current.strerror:
+            return current.strerror  # "Name or service not known"
+        if isinstance(current, OSError) and current.errno:
+            return os.strerror(current.errno)  # "Connection refused", without trio's prefix
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return str(error) or type(error).__name__
 
 
 async def _unwind(chunks: AsyncIterator[bytes]) -> None:

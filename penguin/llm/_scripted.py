@@ -118,10 +118,15 @@ class UsageStep:
 
 @attrs.frozen
 class ErrorStep:
-    """The turn ends abnormally with ``status`` and ``message``."""
+    """The turn ends abnormally with ``status`` and ``message``.
+
+    ``unreachable`` and ``retry_after`` are the outcome's (:class:`~penguin.llm.LLMOutcome`).
+    """
 
     status: om.StopReason
     message: str
+    unreachable: bool = False
+    retry_after: float | None = None
 
 
 Step: TypeAlias = TextStep | ThinkingStep | ToolCallStep | PauseStep | UsageStep | ErrorStep
@@ -195,11 +200,21 @@ def usage(
     return UsageStep(counts)
 
 
-def error(status: om.StopReason, message: str) -> ErrorStep:
-    """End the turn with ``status`` (not ``completed``) and ``message``."""
+def error(
+    status: om.StopReason,
+    message: str,
+    *,
+    unreachable: bool = False,
+    retry_after: float | None = None,
+) -> ErrorStep:
+    """End the turn with ``status`` (not ``completed``) and ``message``.
+
+    ``unreachable`` plays a server that could not be reached, ``retry_after`` one that
+    asked to be retried after that many seconds.
+    """
     if status == "completed":
         raise ValueError("error() needs a failing status, not 'completed'")
-    return ErrorStep(status, message)
+    return ErrorStep(status, message, unreachable, retry_after)
 
 
 def turn(*steps: Step) -> Turn:
@@ -329,7 +344,13 @@ class ScriptedLLM:
                 case ErrorStep(status=status, message=message):
                     assembler.close(status)
                     await flush()
-                    return LLMOutcome(status, message, counts)
+                    return LLMOutcome(
+                        status,
+                        message,
+                        counts,
+                        unreachable=step.unreachable,
+                        retry_after=step.retry_after,
+                    )
         assembler.close("completed")
         await flush()
         return LLMOutcome("completed", None, counts)

@@ -107,6 +107,8 @@ class ErrorReply:
 
     status: int
     message: str = "error"
+    headers: tuple[tuple[str, str], ...] = ()
+    """Extra response headers, e.g. ``(("retry-after", "2"),)``."""
 
 
 Reply: TypeAlias = StreamReply | ErrorReply
@@ -323,7 +325,11 @@ async def _write_reply(conn: h11.Connection, stream: trio.SocketStream, reply: R
         body = json.dumps(
             {"error": {"message": reply.message, "type": _error_type(reply.status), "code": None}}
         ).encode()
-        headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        headers = [
+            ("content-type", "application/json"),
+            ("content-length", str(len(body))),
+            *reply.headers,
+        ]
         await _send(conn, stream, h11.Response(status_code=reply.status, headers=headers))
         await _send(conn, stream, h11.Data(data=body))
         await _send(conn, stream, h11.EndOfMessage())

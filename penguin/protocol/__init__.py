@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 
 from ._aggregate import PartialAggregator as PartialAggregator
 from ._aggregate import aggregate_all as aggregate_all
+from ._approve import VERDICTS as VERDICTS
+from ._approve import consult as consult
+from ._approve import resolve as resolve
 from ._builders import abort as abort
 from ._builders import approval_decision as approval_decision
 from ._builders import assistant_text as assistant_text
@@ -107,6 +110,7 @@ if TYPE_CHECKING:
     from ._codec import to_dict as to_dict
 
 __all__ = [
+    "VERDICTS",
     "AbortPayload",
     "ApprovalDecision",
     "ApprovalDecisionPayload",
@@ -160,6 +164,7 @@ __all__ = [
     "assistant_text",
     "compaction_begin",
     "compaction_end",
+    "consult",
     "converter",
     "dumps",
     "from_dict",
@@ -184,6 +189,7 @@ __all__ = [
     "partial_tool_call_output",
     "request_begin",
     "request_end",
+    "resolve",
     "session_meta",
     "subagent",
     "text_message",

@@ -6,8 +6,9 @@ with its line on stderr — is written here, once. It sits in the protocol layer
 the two layers that ask approvers, ``penguin.approval`` (the engine's approvals, the
 command policy) and ``penguin.environment`` (a child session's calls queued in the
 subagent supervisor, reference 5.8), are siblings that may not import each other.
-``penguin.approval`` re-exports :func:`consult`, :func:`resolve` and :data:`VERDICTS`
-as its own; users reach them there.
+``penguin.protocol`` exports :func:`consult`, :func:`resolve` and :data:`VERDICTS`
+(the subagent supervisor imports them from there, never from this module), and
+``penguin.approval`` re-exports them as its own; users reach them there.
 
 No I/O beyond the diagnostic line on the ``penguin`` logger.
 """

@@ -25,7 +25,9 @@ from ._approvals import ApprovalRegistry as ApprovalRegistry
 from ._approvals import PendingApproval as PendingApproval
 from ._channel import EventChannel as EventChannel
 from ._channel import Subscriber as Subscriber
+from ._compat import check_ui_folder as check_ui_folder
 from ._errors import ApiError as ApiError
+from ._errors import UiFolderError as UiFolderError
 from ._serve import DEFAULT_HOST as DEFAULT_HOST
 from ._serve import DEFAULT_PORT as DEFAULT_PORT
 from ._serve import TOKEN_VARIABLE as TOKEN_VARIABLE
@@ -47,6 +49,8 @@ __all__ = [
     "ServerOptions",
     "ServerSessions",
     "Subscriber",
+    "UiFolderError",
+    "check_ui_folder",
     "open_server",
     "run_server",
 ]

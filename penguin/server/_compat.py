@@ -54,7 +54,7 @@ from penguin._version import __version__
 from ._asgi import TOKEN_COOKIE, EventStreamResponse, Receive, Scope, Send, token_matches
 from ._errors import ApiError, UiFolderError
 from ._requests import decode_json
-from ._routes import PROJECT_ID, validate_ids
+from ._routes import valid_id, validate_ids
 from ._sessions import ServerSessions
 
 __all__ = [
@@ -207,7 +207,7 @@ async def projects(ctx: Compat, request: Request) -> Response:
         return sorted(
             entry.name
             for entry in entries
-            if PROJECT_ID.fullmatch(entry.name) and os.path.isdir(Path(entry.path) / "agents")
+            if valid_id(entry.name) and os.path.isdir(Path(entry.path) / "agents")
         )
 
     found = await trio.to_thread.run_sync(scan)

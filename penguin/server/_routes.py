@@ -3,7 +3,8 @@
 Sans-IO. The routes themselves are a list of starlette ``Route`` objects in ``_app``;
 this module owns what their path parameters may be:
 
-- project and agent ids: ``^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$``;
+- project and agent ids: the one id rule of ``penguin.config`` (:func:`valid_id`), the
+  same the command line, a batch and ``Agent.open`` follow;
 - session ids: reference D4's ``session-YYYY-MM-DD-HH-mm-ss-<8hex>``;
 - tool call and process ids: ``^[A-Za-z0-9_.:-]{1,128}$``.
 
@@ -22,25 +23,22 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
+
+from penguin import config as cfg
 
 from ._errors import ApiError
 
 __all__ = [
-    "AGENT_ID",
     "OTHER_ID",
-    "PROJECT_ID",
     "SESSION_ID",
     "segment_safe_path",
+    "valid_id",
     "valid_session_id",
     "validate_ids",
 ]
 
-PROJECT_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", re.ASCII)
-"""Project ids (matched whole)."""
-AGENT_ID: Final = PROJECT_ID
-"""Agent ids: the same rule as projects."""
 SESSION_ID: Final = re.compile(
     r"session-[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9a-f]{8}", re.ASCII
 )
@@ -48,18 +46,32 @@ SESSION_ID: Final = re.compile(
 OTHER_ID: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}", re.ASCII)
 """Tool call ids and process ids."""
 
-_PARAMETERS: Final[Mapping[str, tuple[re.Pattern[str], str, str]]] = {
-    "project": (PROJECT_ID, "project_not_found", "project"),
-    "agent": (AGENT_ID, "agent_not_found", "agent"),
-    "session": (SESSION_ID, "session_not_found", "session"),
-    "call": (OTHER_ID, "approval_not_found", "pending approval for the tool call"),
-    "process": (OTHER_ID, "process_not_found", "process"),
-}
+
+def valid_id(value: str) -> bool:
+    """Whether ``value`` is a project or agent id (``penguin.config``'s one id rule)."""
+    try:
+        cfg.validate_id(value)
+    except cfg.ConfigError:
+        return False
+    return True
 
 
 def valid_session_id(value: str) -> bool:
     """Whether ``value`` has the shape of a session id."""
     return SESSION_ID.fullmatch(value) is not None
+
+
+def _other_id(value: str) -> bool:
+    return OTHER_ID.fullmatch(value) is not None
+
+
+_PARAMETERS: Final[Mapping[str, tuple[Callable[[str], bool], str, str]]] = {
+    "project": (valid_id, "project_not_found", "project"),
+    "agent": (valid_id, "agent_not_found", "agent"),
+    "session": (valid_session_id, "session_not_found", "session"),
+    "call": (_other_id, "approval_not_found", "pending approval for the tool call"),
+    "process": (_other_id, "process_not_found", "process"),
+}
 
 
 def validate_ids(params: Mapping[str, object]) -> dict[str, str]:
@@ -69,8 +81,8 @@ def validate_ids(params: Mapping[str, object]) -> dict[str, str]:
         text = str(value)
         rule = _PARAMETERS.get(name)
         if rule is not None:
-            pattern, code, kind = rule
-            if pattern.fullmatch(text) is None:
+            valid, code, kind = rule
+            if not valid(text):
                 raise ApiError(404, code, f"There is no {kind} {text!r}.")
         checked[name] = text
     return checked

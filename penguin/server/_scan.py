@@ -24,7 +24,7 @@ from penguin.approval import DEFAULT_APPROVAL_MODE
 from penguin.trace import TraceLocation, trace_locations
 
 from ._index import SessionRow
-from ._routes import AGENT_ID, PROJECT_ID, valid_session_id
+from ._routes import valid_id, valid_session_id
 
 __all__ = ["TITLE_CHARS", "iso_time", "task_title", "unindexed_sessions"]
 
@@ -125,10 +125,10 @@ def unindexed_sessions(root: str | os.PathLike[str], known: Collection[str]) -> 
     """Rows for the top-level sessions under ``root`` whose ids are not in ``known``."""
     found: list[SessionRow] = []
     for project_dir in _directories(Path(root)):
-        if PROJECT_ID.fullmatch(project_dir.name) is None:
+        if not valid_id(project_dir.name):
             continue
         for agent_dir in _directories(project_dir / "agents"):
-            if AGENT_ID.fullmatch(agent_dir.name) is None:
+            if not valid_id(agent_dir.name):
                 continue
             by_session: dict[str, list[TraceLocation]] = {}
             for location in trace_locations(agent_dir / "traces"):

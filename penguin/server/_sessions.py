@@ -72,7 +72,7 @@ from ._channel import EventChannel, Subscriber, server_event_frame
 from ._errors import ApiError
 from ._index import SessionIndex, SessionRow
 from ._requests import CreateSession, Decision, UpdateSession
-from ._routes import AGENT_ID
+from ._routes import valid_id
 from ._sandbox import SandboxInfo, session_policy
 from ._scan import task_title, unindexed_sessions
 
@@ -825,7 +825,7 @@ class ServerSessions:
                 names = [entry.name for entry in os.scandir(agents_dir) if entry.is_dir()]
             except (FileNotFoundError, NotADirectoryError):
                 return []
-            return sorted(name for name in names if AGENT_ID.fullmatch(name))
+            return sorted(name for name in names if valid_id(name))
 
         return await trio.to_thread.run_sync(scan)
 
@@ -961,9 +961,8 @@ async def _check_model(agent: Agent, provider: str | None, model_id: str | None)
         return
     try:
         cfg.resolve_model(project)
-    except (cfg.ConfigError, ValueError) as exc:
-        reason = exc.reason if isinstance(exc, cfg.ConfigError) else str(exc)
-        raise ApiError(400, "model_not_configured", reason) from exc
+    except cfg.ConfigError as exc:
+        raise ApiError(400, "model_not_configured", exc.reason) from exc
 
 
 def _remove_session_files(paths: cfg.AgentPaths, session_id: str) -> None:

@@ -12,7 +12,9 @@ zero-padded to three digits (``001``), growing wider only past ``999``.
 This module owns the naming rules and the directory scans the resume code needs: every
 file of a session in index order (:func:`trace_files`, :func:`trace_locations`), the
 newest file of a session (:func:`find_session`) and the most recently written session
-(:func:`latest_session`). It writes nothing and parses no trace content.
+(:func:`latest_session`). It writes nothing and parses no trace content, but for the
+first line's ``session_meta`` when :func:`latest_session` is to skip subagents'
+sessions.
 
 The scans are blocking (a directory listing per date directory): call them through
 ``trio.to_thread.run_sync`` from async code. A missing ``traces_dir`` is an empty
@@ -22,6 +24,7 @@ result, never an error.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 from pathlib import Path
@@ -144,12 +147,16 @@ def find_session(traces_dir: str | os.PathLike[str], session_id: str) -> TraceLo
     return locations[-1] if locations else None
 
 
-def latest_session(traces_dir: str | os.PathLike[str]) -> TraceLocation | None:
+def latest_session(
+    traces_dir: str | os.PathLike[str], *, skip_subagents: bool = False
+) -> TraceLocation | None:
     """The newest file of the session written to most recently, or None when there is none.
 
     "Most recently" is the largest modification time of any of a session's files; ties
     go to the larger session id (ids start with their creation time). Used to resume
-    "the last session" when the user names none.
+    "the last session" when the user names none. ``skip_subagents`` passes over the
+    sessions whose newest file does not open with a ``session_meta`` of a top-level
+    session (a subagent's ``source: "subagent"``, or no readable ``session_meta``).
     """
     newest: dict[str, TraceLocation] = {}
     mtime: dict[str, int] = {}
@@ -160,7 +167,20 @@ def latest_session(traces_dir: str | os.PathLike[str]) -> TraceLocation | None:
         except FileNotFoundError:
             continue
         mtime[location.session_id] = max(stamp, mtime.get(location.session_id, stamp))
-    if not mtime:
-        return None
-    session_id = max(mtime, key=lambda sid: (mtime[sid], sid))
-    return newest[session_id]
+    order = sorted(mtime, key=lambda sid: (mtime[sid], sid), reverse=True)
+    if skip_subagents:
+        order = [sid for sid in order if _opens_top_level_session(newest[sid].path)]
+    return newest[order[0]] if order else None
+
+
+def _opens_top_level_session(path: Path) -> bool:
+    """Whether ``path`` opens with the ``session_meta`` of a session that is not a subagent's."""
+    try:
+        with path.open("rb") as file:
+            first = json.loads(file.readline())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(first, dict) or first.get("type") != "session_meta":
+        return False
+    payload = first.get("payload")
+    return isinstance(payload, dict) and payload.get("source") != "subagent"

@@ -914,7 +914,7 @@ async def test_c4_1_ctrl_c_interrupts_a_model_that_keeps_failing(
     ):
         await chat.prompt()
         await chat.line("hello")
-        await chat.expect("[model request timeout: 503 Service Unavailable: overloaded; retry 1")
+        await chat.expect("[model request timeout: server error 503: overloaded; retry 1")
         await chat.send("\x03")
         await chat.expect("[interrupted]")
         await chat.expect("tokens ")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import trio
@@ -271,3 +274,32 @@ async def test_ctrl_c_at_a_prompt_denies_that_call_and_the_task_goes_on(tmp_path
     assert "× [denied]" in out
     assert "Tool call denied by user." in out
     assert "[interrupted]" not in out
+
+
+async def test_18_3_run_with_nothing_listening_ends_within_6_s_saying_cannot_connect(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a real port that nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}/v1"
+    configure_model(tmp_path / "root", base_url)
+    done = await penguin("run", "-m", "hi", "--root", str(tmp_path / "root"), cwd=tmp_path)
+    ended = time.time()
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    # Timed from the first model request, so a slow start (a loaded machine, imports)
+    # does not count: the old ladder took 61 s from there.
+    trace = read_trace(stderr.split("trace: ")[1].split()[0])
+    begins = [m for m in trace if isinstance(m.payload, om.RequestBeginPayload)]
+    ends = [m for m in trace if isinstance(m.payload, om.RequestEndPayload)]
+    first = dt.datetime.fromisoformat(begins[0].timestamp.replace("Z", "+00:00")).timestamp()
+    last = dt.datetime.fromisoformat(ends[-1].timestamp.replace("Z", "+00:00")).timestamp()
+    assert len(begins) == 3
+    assert last - first < 5, f"retried for {last - first:.1f} s"
+    assert ended - first < 6, f"ended {ended - first:.1f} s after the first request"
+    said = f"cannot connect to {base_url} (Connection refused)"
+    assert f"penguin: timeout: {said}" in stderr
+    assert stderr.count(said) == 1  # the last line; the retries are on stdout
+    assert done.stdout.decode().count(said) == 3  # two retries, then the end
+    assert "ConnectError" not in stderr + done.stdout.decode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import http
 import itertools
 import json
@@ -16,6 +17,7 @@ from penguin.llm._assemble import StreamAssembler
 from penguin.llm._chat_stream import (
     ChatStreamDecoder,
     http_error_message,
+    retry_after_seconds,
     status_stop_reason,
     usage_counts,
 )
@@ -219,20 +221,21 @@ def test_status_stop_reasons(status: int, reason: om.StopReason) -> None:
     assert status_stop_reason(status) == reason
 
 
-def test_http_error_messages() -> None:
-    body = b'{"error": {"message": "rate limited", "type": "x"}}'
-    assert (
-        http_error_message(429, "Too Many Requests", body) == "429 Too Many Requests: rate limited"
-    )
+def test_18_3_http_error_messages() -> None:
+    body = b'{"error": {"message": "slow down", "type": "x"}}'
+    assert http_error_message(429, "Too Many Requests", body) == "rate limited (429): slow down"
+    assert http_error_message(429, "", b"") == "rate limited (429)"
     assert http_error_message(401, "", b'{"error": "bad key"}') == "401 Unauthorized: bad key"
     # The standard phrase, as this Python names it (3.13 says "Unprocessable Content").
     phrase = http.HTTPStatus(422).phrase
     assert http_error_message(422, "", b'{"detail": "no"}') == f"422 {phrase}: no"
-    assert http_error_message(500, "Internal Server Error", b"") == "500 Internal Server Error"
-    assert http_error_message(502, "Bad Gateway", b"<html>\n oops </html>") == (
-        "502 Bad Gateway: <html> oops </html>"
+    assert http_error_message(500, "Internal Server Error", b"") == (
+        "server error 500: Internal Server Error"
     )
-    assert http_error_message(599, "", b"x" * 1000).startswith("599: xxx")
+    assert http_error_message(502, "Bad Gateway", b"<html>\n oops </html>") == (
+        "server error 502: <html> oops </html>"
+    )
+    assert http_error_message(599, "", b"x" * 1000).startswith("server error 599: xxx")
     assert len(http_error_message(599, "", b"x" * 1000)) < 520
 
 
@@ -314,3 +317,16 @@ def test_a_template_literal_with_a_control_character_is_malformed() -> None:
     with pytest.raises(LLMStreamError) as caught:
         decoder.feed([SSEEvent(good), SSEEvent(bad)])
     assert caught.value.status == "malformed"
+
+
+def test_18_3_retry_after_reads_seconds_and_http_dates() -> None:
+    now = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.UTC)
+    assert retry_after_seconds("120", now) == 120.0
+    assert retry_after_seconds(" 1.5 ", now) == 1.5
+    assert retry_after_seconds("-3", now) == 0.0
+    assert retry_after_seconds("Tue, 01 Dec 2026 12:00:30 GMT", now) == 30.0
+    assert retry_after_seconds("Tue, 01 Dec 2026 11:00:00 GMT", now) == 0.0
+    assert retry_after_seconds("nan", now) is None
+    assert retry_after_seconds("inf", now) is None
+    assert retry_after_seconds("in a while", now) is None
+    assert retry_after_seconds(None, now) is None

@@ -181,8 +181,8 @@ async def test_a_finish_reason_without_done_completes() -> None:
     [
         (401, "auth", "401 Unauthorized: Incorrect API key provided"),
         (403, "auth", "403 Forbidden: Incorrect API key provided"),
-        (429, "timeout", "429 Too Many Requests: Incorrect API key provided"),
-        (500, "timeout", "500 Internal Server Error: Incorrect API key provided"),
+        (429, "timeout", "rate limited (429): Incorrect API key provided"),
+        (500, "timeout", "server error 500: Incorrect API key provided"),
         (400, "failed", "400 Bad Request: Incorrect API key provided"),
     ],
 )
@@ -199,7 +199,7 @@ async def test_http_errors_become_stop_reasons(
 async def test_rate_limit_message() -> None:
     async with serve(replying(t.ErrorReply(429, "rate limited"))) as (_, llm):
         _, outcome = await run(llm)
-    assert outcome.error_message == "429 Too Many Requests: rate limited"
+    assert outcome.error_message == "rate limited (429): rate limited"
 
 
 async def test_a_stream_cut_midway_is_malformed_and_closes_what_was_streamed() -> None:
@@ -286,15 +286,18 @@ async def test_no_response_headers_within_the_read_timeout() -> None:
     assert outcome == LLMOutcome("timeout", "no response within 0.3 s (read timeout)")
 
 
-async def test_a_refused_connection_is_a_timeout() -> None:
+async def test_18_3_a_refused_connection_says_it_cannot_connect() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    async with OpenAIChatLLM(base_url=f"http://127.0.0.1:{port}/v1", model_id="m") as llm:
+    base_url = f"http://127.0.0.1:{port}/v1"
+    async with OpenAIChatLLM(base_url=base_url, model_id="m") as llm:
         messages, outcome = await run(llm)
     assert messages == []
     assert outcome.status == "timeout"
-    assert str(outcome.error_message).startswith("ConnectError")
+    assert outcome.error_message == f"cannot connect to {base_url} (Connection refused)"
+    assert outcome.unreachable
+    assert outcome.retry_after is None
 
 
 # --------------------------------------------------------------------------- the request
@@ -438,3 +441,29 @@ async def test_leaving_the_block_early_stops_the_request() -> None:
             async with llm.stream(REQUEST) as response:
                 async for _ in response:
                     break
+
+
+@pytest.mark.parametrize(
+    ("headers", "wait"),
+    [
+        ((("Retry-After", "7"),), 7.0),
+        ((("Retry-After", "0.5"),), 0.5),
+        ((("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"),), 0.0),  # a date in the past
+        ((("Retry-After", "soon"),), None),
+        ((), None),
+    ],
+)
+async def test_18_3_a_429_carries_the_servers_retry_after(
+    headers: tuple[tuple[str, str], ...], wait: float | None
+) -> None:
+    reply = t.ErrorReply(429, "slow down", headers=headers)
+    async with serve(replying(reply)) as (_, llm):
+        _, outcome = await run(llm)
+    assert outcome == LLMOutcome("timeout", "rate limited (429): slow down", retry_after=wait)
+
+
+async def test_18_3_a_5xx_says_server_error_and_is_not_unreachable() -> None:
+    async with serve(replying(t.ErrorReply(503, "overloaded"))) as (_, llm):
+        _, outcome = await run(llm)
+    assert outcome == LLMOutcome("timeout", "server error 503: overloaded")
+    assert not outcome.unreachable

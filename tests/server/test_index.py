@@ -166,7 +166,8 @@ def test_s4_8_traces_without_rows_are_found_but_not_subagents_or_odd_names(tmp_p
     write_trace(traces / f"{child}_001.jsonl", child, source="subagent")
     write_trace(traces / f"{known}_001.jsonl", known)
     write_trace(traces / "not-a-session_001.jsonl", "not-a-session")
-    bad = tmp_path / "bad.project" / "agents" / "ag" / "traces" / "2026-01-02"
+    # An odd project name: one the id rule refuses ("bad.project" is a project now, issue 17.4).
+    bad = tmp_path / "bad project" / "agents" / "ag" / "traces" / "2026-01-02"
     write_trace(bad / f"{top[:-1]}9_001.jsonl", top[:-1] + "9")
     (traces / "session-2026-01-02-03-04-05-00000004_001.jsonl").write_text(json.dumps([1]) + "\n")
     found = unindexed_sessions(tmp_path, {known})

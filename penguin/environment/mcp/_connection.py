@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+import httpx2
 import mcp_types
 import trio
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
@@ -60,6 +60,9 @@ __all__ = ["SDK_TIMEOUT_MARGIN", "McpConnection", "error_reason"]
 
 SDK_TIMEOUT_MARGIN: Final = 5.0
 """Seconds the SDK's request timeout lies beyond the call's own."""
+_HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
+"""The Streamable HTTP client's limits, the SDK's defaults: 30 s to connect, write or wait
+for the pool, 300 s between two reads (a server may hold a response stream open)."""
 _MAX_PAGES: Final = 100
 _PROTOCOL_HEADER: Final = "mcp-protocol-version"
 _CLIENT: Final = mcp_types.Implementation(name="penguin", version=__version__)
@@ -206,7 +209,11 @@ class McpConnection:
             return await stack.enter_async_context(
                 sse_client(transport.url, headers=headers or None)
             )
-        client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
+        # httpx2 is the client the SDK's transports take (it comes with the SDK); built
+        # here, not with the SDK's private factory, with the same limits.
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers or None, timeout=_HTTP_TIMEOUT)
+        )
         streams = await stack.enter_async_context(
             streamable_http_client(transport.url, http_client=client, max_sse_event_size=MAX_LINE)
         )

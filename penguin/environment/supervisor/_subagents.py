@@ -54,7 +54,7 @@ from penguin import protocol as om
 from penguin._concurrency import error_text
 from penguin._log import warn
 from penguin.config import DEFAULT_MAX_SPAWNED
-from penguin.protocol._approve import consult
+from penguin.protocol import consult
 
 from .._contract import SubagentChild, SubagentRequest, SubagentRunner
 from .._errors import SubagentSpawnError, SubagentStartError, SubagentSupervisorClosedError
