@@ -51,7 +51,7 @@ async def test_x1_3_a_patch_carrying_the_policy_is_refused(
         assert error_of(refused) == (400, "invalid_request")
         assert "cannot change policy" in refused.json()["error"]["message"]
     after = (await client.get(path)).json()["session"]
-    assert (after["sandboxMode"], after["network"], after["title"]) == (
+    assert (after["sandboxMode"], after["network"], after.get("title")) == (
         "workspace-write",
         True,
         None,
