@@ -28,6 +28,7 @@ from __future__ import annotations
 from ._errors import MalformedTraceError as MalformedTraceError
 from ._errors import TraceAppendError as TraceAppendError
 from ._errors import TraceError as TraceError
+from ._errors import TraceWriteError as TraceWriteError
 from ._files import TraceLocation as TraceLocation
 from ._files import find_session as find_session
 from ._files import latest_session as latest_session
@@ -48,6 +49,7 @@ __all__ = [
     "TraceAppendError",
     "TraceError",
     "TraceLocation",
+    "TraceWriteError",
     "TraceWriter",
     "find_session",
     "is_recordable",

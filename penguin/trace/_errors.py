@@ -6,8 +6,10 @@
      └── TraceError                    anything this package raises about a trace itself
           ├── MalformedTraceError      (also ValueError) a strict read met a line that is not
           │                            an OmniMessage before the end of the file
-          └── TraceAppendError         (also OSError) a record could not be appended whole:
-                                       a write(2) made no progress
+          ├── TraceAppendError         (also OSError) a record could not be appended whole:
+          │                            a write(2) made no progress
+          └── TraceWriteError          (also OSError) the disk refused a record: what a
+                                       writer's ``failure`` holds (``trace write failed: …``)
 
 Everything else the writer meets is the operating system's own :class:`OSError`
 (``ENOSPC``, ``EACCES``, ``ENOTDIR``, ``EFBIG``...), raised unchanged to the caller of
@@ -17,7 +19,10 @@ Invalid constructor arguments (a session id with a ``/``, an index below 1) are 
 
 The engine never lets these escape a run: :meth:`TraceWriter.record` and
 :meth:`TraceWriter.try_rotate` log them as ``[trace] write failed: …`` /
-``[trace] rotate failed: …`` (reference 7.5).
+``[trace] rotate failed: …`` (reference 7.5). What they log is also kept: the first
+record the disk refused sets :attr:`TraceWriter.failure` to a :class:`TraceWriteError`,
+which a surface maps to the end of its task (the CLI exits non-zero with its text, the
+server fails the task with it).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 
 from penguin._errors import PenguinError
 
-__all__ = ["MalformedTraceError", "TraceAppendError", "TraceError"]
+__all__ = ["MalformedTraceError", "TraceAppendError", "TraceError", "TraceWriteError"]
 
 
 class TraceError(PenguinError):
@@ -82,3 +87,38 @@ class TraceAppendError(TraceError, OSError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.written, self.total))
+
+
+class TraceWriteError(TraceError, OSError):
+    """The disk refused a trace record; nothing of that record stays in the file.
+
+    The message is ``trace write failed: ${reason}``, where ``reason`` is the
+    system's wording (``No space left on device``, ``Permission denied``...) or, for a
+    write that made no progress, :class:`TraceAppendError`'s. ``errno`` is the
+    system's; ``path`` the trace file; ``__cause__`` the original :class:`OSError`.
+    """
+
+    path: str
+    reason: str
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, errno: int | None = None) -> None:
+        self.path = os.fspath(path)
+        self.reason = reason
+        super().__init__(f"trace write failed: {reason}")
+        self.errno = errno
+
+    def __str__(self) -> str:
+        return f"trace write failed: {self.reason}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason, self.errno))
+
+    @classmethod
+    def from_os_error(cls, path: str | os.PathLike[str], exc: OSError) -> TraceWriteError:
+        """The failure ``exc`` (raised writing ``path``) as one of these."""
+        if isinstance(exc, TraceWriteError):
+            return exc
+        reason = exc.strerror if exc.strerror else (str(exc) or type(exc).__name__)
+        failure = cls(path, reason, exc.errno)
+        failure.__cause__ = exc
+        return failure

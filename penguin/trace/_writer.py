@@ -24,6 +24,15 @@ How one record is written, and why:
   short (a full disk, a file size limit, a fatal signal during a huge write). The loop
   around ``os.write`` exists only for that case: it continues after a short write and
   fails on a write that makes no progress (:class:`TraceAppendError`).
+- A record is written whole or not at all: when a write fails after part of the record
+  reached the file, the file is truncated back to where the record began (the writer
+  knows how many bytes of it landed). Only if that truncation fails too is the tail
+  left torn, and then healed by the next record (below).
+- The disk refusing a record (any :class:`OSError`) is a fault, not only a log line:
+  the first one is kept as :attr:`TraceWriter.failure`, a :class:`TraceWriteError`
+  (``trace write failed: No space left on device``), and :meth:`TraceWriter.wait_failure`
+  wakes whoever waits for it, so a surface ends its task with that text. The writer
+  itself goes on trying the records that follow (the disk may have room again).
 - Files are created with mode ``0o600`` and the directories this writer creates
   (``traces_dir`` and the date directory) with ``0o700``: traces hold whole
   conversations and tool outputs, which is user data that may include secrets. The
@@ -42,9 +51,10 @@ Invariants:
 - The first append to an index creates the date directory and probes a pre-existing
   file once: non-empty and not ending in ``\n`` means torn. While the tail is torn
   (from that probe, or because an append of this writer failed after writing some
-  bytes), the next record starts with an extra ``\n``; a record that lands whole clears
-  it. A spurious heal costs one blank line, which readers ignore. A probe that fails
-  (the date path is not a directory, say) fails that append and is retried by the next.
+  bytes and could not cut them back), the next record starts with an extra ``\n``;
+  a record that lands whole clears it. A spurious heal costs one blank line, which
+  readers ignore. A probe that fails (the date path is not a directory, say) fails
+  that append and is retried by the next.
 """
 
 from __future__ import annotations
@@ -62,7 +72,7 @@ import trio
 from penguin._log import logger as _logger
 
 from .. import protocol as om
-from ._errors import TraceAppendError
+from ._errors import TraceAppendError, TraceWriteError
 from ._files import check_path_component, local_date_dir, trace_file_name
 
 __all__ = [
@@ -191,6 +201,8 @@ class TraceWriter:
 
     __slots__ = (
         "_date_dir",
+        "_failed",
+        "_failure",
         "_index",
         "_lock",
         "_prepared_index",
@@ -217,6 +229,8 @@ class TraceWriter:
         self._lock = trio.StrictFIFOLock()
         self._prepared_index = 0  # no index is prepared yet (indices start at 1)
         self._torn = False
+        self._failure: TraceWriteError | None = None
+        self._failed = trio.Event()
 
     def __repr__(self) -> str:
         return f"TraceWriter({str(self.path)!r})"
@@ -246,6 +260,31 @@ class TraceWriter:
         """The current trace file (it may not exist until the first append)."""
         return self._traces_dir / self._date_dir / trace_file_name(self._session_id, self._index)
 
+    @property
+    def failure(self) -> TraceWriteError | None:
+        """The first record the disk refused (``trace write failed: …``), or None.
+
+        Set by :meth:`append`, :meth:`record` and :meth:`record_many` alike, for
+        failures of the file system (an :class:`OSError`), not for a message that cannot
+        be encoded. It stays set once set: the trace has a gap from then on.
+        """
+        return self._failure
+
+    async def wait_failure(self) -> TraceWriteError:
+        """Wait until a record is refused by the disk; return :attr:`failure`."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    def _note_failure(self, path: Path, exc: OSError) -> None:
+        """Keep the first disk failure (any thread); the event is set on the Trio side."""
+        if self._failure is None:
+            self._failure = TraceWriteError.from_os_error(path, exc)
+
+    def _publish_failure(self) -> None:
+        if self._failure is not None and not self._failed.is_set():
+            self._failed.set()
+
     @staticmethod
     def recordable(message: om.OmniMessage[om.Payload]) -> bool:
         """Whether the trace records ``message`` (reference 7.2); see :func:`is_recordable`."""
@@ -267,9 +306,12 @@ class TraceWriter:
         data = encode_record(message)
         # No checkpoint before the lock: joining its queue is what fixes the order.
         async with self._lock:
-            await trio.to_thread.run_sync(
-                functools.partial(self._append_locked, self.path, self._index, data)
-            )
+            try:
+                await trio.to_thread.run_sync(
+                    functools.partial(self._append_locked, self.path, self._index, data)
+                )
+            finally:
+                self._publish_failure()
         return True
 
     async def rotate(self) -> Path:
@@ -316,9 +358,12 @@ class TraceWriter:
             await trio.lowlevel.checkpoint()
             return 0
         async with self._lock:
-            return await trio.to_thread.run_sync(
-                functools.partial(self._append_burst_locked, self.path, self._index, encoded)
-            )
+            try:
+                return await trio.to_thread.run_sync(
+                    functools.partial(self._append_burst_locked, self.path, self._index, encoded)
+                )
+            finally:
+                self._publish_failure()
 
     def _append_burst_locked(self, path: Path, index: int, records: list[bytes]) -> int:
         """The blocking part of a burst: one descriptor for all, one ``write(2)`` per record.
@@ -336,6 +381,8 @@ class TraceWriter:
                     self._write_locked(fd, path, data)
                 except Exception as exc:
                     _logger.warning("[trace] write failed: %s", _describe(exc))
+                    if isinstance(exc, OSError):
+                        self._note_failure(path, exc)
                     if fd is not None:
                         with contextlib.suppress(OSError):
                             os.close(fd)
@@ -348,6 +395,7 @@ class TraceWriter:
                     os.close(fd)
                 except OSError as exc:  # the records are written; say so, never raise
                     _logger.warning("[trace] write failed: %s", _describe(exc))
+                    self._note_failure(path, exc)
         return landed
 
     async def try_rotate(self) -> Path | None:
@@ -363,11 +411,15 @@ class TraceWriter:
 
     def _append_locked(self, path: Path, index: int, data: bytes) -> None:
         """The blocking part of one append; runs in a worker thread with the lock held."""
-        fd = self._open_locked(path, index)
         try:
-            self._write_locked(fd, path, data)
-        finally:
-            os.close(fd)
+            fd = self._open_locked(path, index)
+            try:
+                self._write_locked(fd, path, data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self._note_failure(path, exc)
+            raise
 
     def _open_locked(self, path: Path, index: int) -> int:
         """Open ``path`` to append; the first time for ``index``, create its dirs and probe it."""
@@ -378,7 +430,11 @@ class TraceWriter:
         return os.open(path, _APPEND_FLAGS, FILE_MODE)
 
     def _write_locked(self, fd: int, path: Path, data: bytes) -> None:
-        """One record on ``fd``: a healing newline first if the tail is torn, then ONE write."""
+        """One record on ``fd``: a healing newline first if the tail is torn, then ONE write.
+
+        Whole or nothing: a failure after part of the record landed truncates the file
+        back to where the record began.
+        """
         record = b"\n" + data if self._torn else data
         progress = AppendProgress()
         try:
@@ -387,7 +443,20 @@ class TraceWriter:
             if written < len(record):
                 write_record(functools.partial(os.write, fd), record, progress, path)
         except BaseException:
-            if progress.written > 0:
-                self._torn = True  # part of this record is in the file: heal next time
+            if progress.written > 0 and not _cut_back(fd, progress.written):
+                self._torn = True  # part of this record stays in the file: heal next time
             raise
         self._torn = False
+
+
+def _cut_back(fd: int, written: int) -> bool:
+    """Remove the last ``written`` bytes of the file (a record that failed midway).
+
+    The descriptor appends, so the record's bytes are the file's last ones. Returns
+    whether the file now ends where the record began.
+    """
+    try:
+        os.ftruncate(fd, max(0, os.fstat(fd).st_size - written))
+    except OSError:
+        return False
+    return True

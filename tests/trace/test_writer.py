@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import errno
 import functools
 import logging
 import os
@@ -19,6 +20,7 @@ from penguin.trace import (
     FILE_MODE,
     TraceAppendError,
     TraceError,
+    TraceWriteError,
     TraceWriter,
     is_recordable,
     read_trace,
@@ -543,3 +545,52 @@ async def test_7_5_try_rotate_logs_and_never_raises(
 def test_repr_names_the_file(tmp_path: Path) -> None:
     writer = TraceWriter(tmp_path, "s", date_dir="d")
     assert repr(writer) == f"TraceWriter({str(tmp_path / 'd' / 's_001.jsonl')!r})"
+
+
+# ---- issue 21.4: a refused record is a fault a caller can see ----------------------------
+
+
+def _failure(writer: TraceWriter) -> TraceWriteError | None:
+    return writer.failure
+
+
+async def test_21_4_a_refused_record_sets_failure_and_wakes_its_waiter(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "s", date_dir="d")
+    writer.path.mkdir(parents=True)  # the disk refuses: the trace file cannot be a file
+    assert _failure(writer) is None
+    failures: list[TraceWriteError] = []
+
+    async def wait() -> None:
+        failures.append(await writer.wait_failure())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        assert await writer.record_many([om.user_text("a")]) == 0
+    assert writer.failure is not None
+    assert failures == [writer.failure]
+    assert str(writer.failure) == "trace write failed: Is a directory"
+    assert isinstance(writer.failure, OSError)
+    assert isinstance(writer.failure, TraceError)
+    assert writer.failure.errno == errno.EISDIR
+    assert writer.failure.path == str(writer.path)
+
+
+async def test_21_4_an_unencodable_message_is_no_disk_failure(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "s", date_dir="d")
+    assert await writer.record(om.assistant_text("x", fidelity={"v": float("nan")})) is False
+    assert writer.failure is None
+
+
+async def test_21_4_append_keeps_the_first_failure_and_still_raises(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    writer = TraceWriter(blocker / "traces", "s", date_dir="d")
+    with pytest.raises(OSError, match="File exists") as raised:
+        await writer.append(om.user_text("lost"))
+    first = writer.failure
+    assert first is not None
+    assert str(first) == "trace write failed: File exists"
+    assert first.__cause__ is raised.value
+    with pytest.raises(OSError, match="File exists"):
+        await writer.append(om.user_text("lost too"))
+    assert writer.failure is first
