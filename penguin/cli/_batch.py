@@ -134,7 +134,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _fail(message: object) -> int:
-    print(f"penguin batch: {message}", file=sys.stderr)
+    for line in str(message).splitlines() or [""]:  # a task file's problems: one line each
+        print(f"penguin batch: {line}", file=sys.stderr)
     return 1
 
 
@@ -152,11 +153,11 @@ def _main(args: argparse.Namespace) -> int:
         return _fail(exc)
     except OSError as exc:
         return _fail(f"cannot read the tasks: {exc}")
+    unwritable = unwritable_reason(args)
+    if unwritable is not None:
+        return _fail(unwritable)
     try:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
-        unwritable = unwritable_reason(agent.paths)
-        if unwritable is not None:
-            return _fail(unwritable)
         _check_models(agent, tasks, args.provider, args.model_id)
         results = batch.ResultsFile.open(args.output, resume=args.resume)
     except (cfg.ConfigError, batch.BatchOptionError, ValueError, OSError) as exc:

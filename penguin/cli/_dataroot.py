@@ -8,6 +8,7 @@ line naming the path, instead of asking the model and losing everything it did.
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -16,12 +17,21 @@ from penguin.config import AgentPaths
 __all__ = ["unwritable_reason"]
 
 
-def unwritable_reason(paths: AgentPaths) -> str | None:
+def unwritable_reason(args: argparse.Namespace | AgentPaths) -> str | None:
     """Why the agent's traces cannot be written under the data root, or None if they can.
 
-    The check is on the nearest existing folder of the traces directory: that is the
-    one a write (or the creation of what is missing) needs to be able to change.
+    ``args`` is the command's options (``--root``, ``--project-id``, ``--agent-id``) or
+    the agent's paths. The check is on the nearest existing folder of the traces
+    directory: that is the one a write (or the creation of what is missing) needs to be
+    able to change. Ids that are not valid are left to the agent's own check (None).
     """
+    if isinstance(args, AgentPaths):
+        paths = args
+    else:
+        try:
+            paths = AgentPaths(args.root, args.project_id, args.agent_id)
+        except ValueError:
+            return None
     target: Path = paths.traces_dir
     existing = target
     while not existing.exists() and existing != existing.parent:

@@ -147,14 +147,14 @@ def _main(args: argparse.Namespace) -> int:
     if (args.provider is None) != (args.model_id is None):
         print("penguin run: give --provider and --model-id together", file=sys.stderr)
         return 1
+    unwritable = unwritable_reason(args)
+    if unwritable is not None:
+        print(f"penguin run: {unwritable}", file=sys.stderr)
+        return 1
     try:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
-        return 1
-    unwritable = unwritable_reason(agent.paths)
-    if unwritable is not None:
-        print(f"penguin run: {unwritable}", file=sys.stderr)
         return 1
 
     async def main(controls: Controls) -> int:
