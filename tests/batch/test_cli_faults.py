@@ -1,11 +1,13 @@
-"""Issue 18.4 through a real ``penguin batch``: resume of aborted tasks, a missing ``-o``
-folder, every bad task line in order, and a live progress line nothing writes into."""
+"""Issues 18.4 and 21.2 through a real ``penguin batch``: resume of aborted tasks, a missing
+``-o`` folder, every bad task line in order, a live progress line nothing writes into, and
+a batch SIGKILLed mid-run that leaves no process and resumes each id once."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -13,8 +15,17 @@ import trio
 
 from penguin.batch import BatchResult
 
-from .scripted import TaskScripts, configure_model, exec_reply, task_line, write_tasks
+from .scripted import (
+    TaskScripts,
+    configure_model,
+    exec_reply,
+    logged_exec,
+    read_log,
+    task_line,
+    write_tasks,
+)
 from .test_cli import PENGUIN, _drain, model, penguin, results_of
+from .test_runner import processes_with, wait_until
 
 __all__ = ["model"]  # the fixture, shared with test_cli
 
@@ -129,3 +140,40 @@ async def test_18_4_log_lines_never_land_inside_the_live_progress_line(
     for start in notices:  # each on a line of its own: right after an erased line
         assert text[:start].endswith("\r\x1b[K"), repr(text[max(0, start - 80) : start + 40])
     assert not re.search(r"ETA [^\r\n]*\[penguin\]", text)
+
+
+async def test_21_2_a_sigkilled_batch_leaves_nothing_and_resume_runs_each_id_once(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = ["k1", "k2", "k3", "k4"]
+    for task_id in ids:  # a daemon and a long command: both must die with the batch
+        body = "(setsid sleep 300.813 > /dev/null 2>&1 &); sleep 30.813"
+        scripts.scripts[task_id] = [logged_exec(log, task_id, body)]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    args = ("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "2")
+    process = await trio.lowlevel.open_process(
+        [*PENGUIN, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        await wait_until(lambda: len(read_log(log)) == 2, within=60)
+        await wait_until(lambda: len(processes_with("sleep 300.813")) >= 2)
+        process.send_signal(signal.SIGKILL)
+        with trio.fail_after(10):
+            assert await process.wait() == -signal.SIGKILL
+    finally:
+        if process.returncode is None:
+            process.kill()
+    await wait_until(lambda: not processes_with("sleep 30.813"), within=5)
+    await wait_until(lambda: not processes_with("sleep 300.813"), within=5)
+    assert not out.exists() or results_of(out) == []  # the killed tasks have no result
+
+    for task_id in ids:  # the second run: quick tasks
+        scripts.scripts[task_id] = []
+    done = await penguin(*args, "--resume", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)
+    assert sorted(str(r["id"]) for r in results) == ids  # each id once
+    assert {r["status"] for r in results} == {"completed"}
