@@ -24,7 +24,8 @@ holds only the root and the one class of ``penguin.agent``::
           │  penguin.trace (trace/_errors.py)
           ├── TraceError                     a trace file itself is the problem
           │    ├── MalformedTraceError       (ValueError) a strict read met a bad line
-          │    └── TraceAppendError          (OSError) a record could not be appended whole
+          │    ├── TraceAppendError          (OSError) a record could not be appended whole
+          │    └── TraceWriteError           (OSError) the disk refused a record (writer.failure)
           │  penguin.llm (llm/_errors.py)
           ├── LLMStreamError                 a request ended abnormally (internal to a client)
           │  penguin.environment (environment/_errors.py)
@@ -49,6 +50,7 @@ holds only the root and the one class of ``penguin.agent``::
           ├── TaskFileError                  (ValueError) a task file's line is not a valid task
           ├── BatchOptionError               (ValueError) a batch cannot run with these options
           ├── BackendUnavailableError        (RuntimeError) ray is not installed, or unusable
+          ├── ResultsWriteError              (OSError) a result line could not be written whole
           │  penguin.server (server/_errors.py)
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body
