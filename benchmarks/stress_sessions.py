@@ -216,7 +216,10 @@ async def bench_sessions(workdir: Path, sessions: int, seconds: float) -> None:
     script.write_text(PRINTER)
     bare_share, bare_wall, bare_rss = await _bare_printers(sessions, count, step, script)
 
-    seen: dict[int, list[int]] = defaultdict(list)
+    # Everything delivered for a process, in delivery order (the polls, then its report),
+    # parsed once at the end: the printers inherit PYTHONUNBUFFERED, so a line is several
+    # writes and a window may end inside one (issue 21.1: the "lost" line of 64,000).
+    streams: dict[str, str] = defaultdict(str)
     reports = 0
     polls = 0
     async with _environment(workdir) as env:
@@ -236,8 +239,9 @@ async def bench_sessions(workdir: Path, sessions: int, seconds: float) -> None:
                 poll = _call("input_command", process_id=process_id, yield_time_ms=1000)
                 out = await env.call_tool(poll)
                 polls += 1
-                _record(seen, out.payload.output)
-                if "still running" not in out.payload.output:
+                text, note, _ = out.payload.output.partition("[process still running")
+                streams[process_id] += text.removesuffix("\n") if note else text
+                if not note:
                     return
 
         async with trio.open_nursery() as nursery:
@@ -253,7 +257,10 @@ async def bench_sessions(workdir: Path, sessions: int, seconds: float) -> None:
             while True:
                 report = await env.background_reports.receive()
                 reports += 1
-                _record(seen, report.output)
+                streams[report.id] += report.output
+    seen: dict[int, list[int]] = defaultdict(list)
+    for text in streams.values():
+        _record(seen, text)
     problems = _exactly_once(seen, sessions, count)
     share = cpu / wall
     per_session = (peak - rss_before) / sessions

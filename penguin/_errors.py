@@ -52,6 +52,7 @@ holds only the root and the one class of ``penguin.agent``::
           ├── TaskFileError                  (ValueError) a task file's line is not a valid task
           ├── BatchOptionError               (ValueError) a batch cannot run with these options
           ├── BackendUnavailableError        (RuntimeError) ray is not installed, or unusable
+          ├── ResultsWriteError              (OSError) a result line could not be written whole
           │  penguin.server (server/_errors.py)
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body

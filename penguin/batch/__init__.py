@@ -29,6 +29,7 @@ from ._api import check_options as check_options
 from ._api import run_batch as run_batch
 from ._errors import BackendUnavailableError as BackendUnavailableError
 from ._errors import BatchOptionError as BatchOptionError
+from ._errors import ResultsWriteError as ResultsWriteError
 from ._errors import TaskFileError as TaskFileError
 from ._output import ResultsFile as ResultsFile
 from ._progress import BatchProgress as BatchProgress
@@ -59,6 +60,7 @@ __all__ = [
     "BatchStatus",
     "BatchTask",
     "ResultsFile",
+    "ResultsWriteError",
     "TaskFileError",
     "TokenTotals",
     "check_backend",

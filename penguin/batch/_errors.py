@@ -5,27 +5,32 @@
     PenguinError                  the root of every penguin exception (penguin._errors)
      ├── TaskFileError            (also ValueError) a line of a task file is not a valid task
      ├── BatchOptionError         (also ValueError) the batch cannot run with these options
-     └── BackendUnavailableError  (also RuntimeError) the chosen backend cannot be used here
+     ├── BackendUnavailableError  (also RuntimeError) the chosen backend cannot be used here
+     └── ResultsWriteError        (also OSError) a result line could not be written whole
 
-They are raised before any task runs: once a batch is running, whatever goes wrong
-with one task is that task's result (``status: "error"`` and a reason), and the batch
-goes on.
+The first three are raised before any task runs: once a batch is running, whatever
+goes wrong with one task is that task's result (``status: "error"`` and a reason), and
+the batch goes on. A results file the disk stops taking stops the batch
+(:class:`ResultsWriteError`): a result that cannot be kept is not worth running for.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from penguin._errors import PenguinError
 
-__all__ = ["BackendUnavailableError", "BatchOptionError", "TaskFileError"]
+__all__ = ["BackendUnavailableError", "BatchOptionError", "ResultsWriteError", "TaskFileError"]
 
 
 class TaskFileError(PenguinError, ValueError):
     """Line ``line`` (1-based) of the task file ``path`` is not a valid task.
 
     ``reason`` says what is wrong with it; the message is ``path:line: reason``, the
-    form editors and ``grep -n`` use, so the line is one click away. ``path`` is None
+    form editors and ``grep -n`` use, so the line is one click away. When more lines
+    are bad, :attr:`problems` holds them all, in line order, and the message has one
+    such line for each. ``path`` is None
     for tasks that came from Python rather than a file (then ``line`` counts them).
     """
 
@@ -35,6 +40,12 @@ class TaskFileError(PenguinError, ValueError):
         self.path = path
         self.line = line
         self.reason = reason
+        self.problems: tuple[TaskFileError, ...] = (self,)
+        """Every bad line of the file, in line order (this one first); the message is
+        theirs, one line each."""
+
+    def __str__(self) -> str:
+        return "\n".join(str(problem.args[0]) for problem in self.problems)
 
 
 class BatchOptionError(PenguinError, ValueError):
@@ -55,3 +66,20 @@ class BackendUnavailableError(PenguinError, RuntimeError):
     def __init__(self, backend: str, message: str) -> None:
         super().__init__(message)
         self.backend = backend
+
+
+class ResultsWriteError(PenguinError, OSError):
+    """A result line could not be written to the results file ``path``; none of it is there.
+
+    The message is ``cannot write results to ${path}: ${reason}`` (``reason`` is the
+    system's: ``No space left on device``...). Its task has no result, so ``--resume``
+    runs it again.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"cannot write results to {os.fspath(path)}: {reason}")
+        self.path = os.fspath(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot write results to {self.path}: {self.reason}"

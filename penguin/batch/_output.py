@@ -3,15 +3,22 @@
 :class:`ResultsFile` owns the file descriptor. Each result is one ``write(2)`` of
 one line on a descriptor opened with ``O_APPEND``, made in a worker thread that is
 not abandoned on cancellation, so Ctrl-C (even a second one) waits for the line
-being written and never leaves half of one. An id already in the file is not
-written again: that is what makes ``--resume`` and the Ray backend's retries safe.
+being written and never leaves half of one. A line is written whole or not at all:
+when the disk refuses part of it (full, say), what did land is truncated away and
+:class:`ResultsWriteError` says why; the batch stops there and ``--resume`` runs the
+tasks that have no line yet. An id already in the file is not written again: that
+is what makes ``--resume`` and the Ray backend's retries safe — except an id whose
+last line says ``aborted``: ``--resume`` runs it again and appends its new line (the
+last line for an id wins).
 
 Opening the file without ``resume`` refuses one that already holds results, since
-appending a second run's results to a first's would give some ids twice.
+appending a second run's results to a first's would give some ids twice. The file's
+folder must exist: a typo in the path is refused, not turned into new folders.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from types import TracebackType
@@ -19,8 +26,8 @@ from typing import Self, final
 
 import trio
 
-from ._errors import BatchOptionError
-from ._results import BatchResult, recorded_ids
+from ._errors import BatchOptionError, ResultsWriteError
+from ._results import BatchResult, recorded_statuses
 
 __all__ = ["ResultsFile"]
 
@@ -29,26 +36,42 @@ __all__ = ["ResultsFile"]
 class ResultsFile:
     """An open results file; use :meth:`open`, then :meth:`append` each result."""
 
-    def __init__(self, path: Path, fd: int, ids: set[str], unreadable: list[int]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        ids: set[str],
+        unreadable: list[int],
+        aborted: set[str] | None = None,
+    ) -> None:
         self.path = path
         self._fd = fd
         self.ids = ids
-        """The ids the file holds a result for (those already there, then each appended)."""
+        """The ids the file holds a final result for (those already there, then each
+        appended); a resumed batch skips them."""
         self.unreadable_lines = unreadable
         """Lines found on opening that hold no result (their tasks run again)."""
+        self.aborted = set() if aborted is None else aborted
+        """Ids whose last line on opening said ``aborted``: a resumed batch runs them again."""
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, resume: bool = False) -> Self:
-        """Open ``path`` for appending results, creating it (and its directory) if needed.
+        """Open ``path`` for appending results, creating the file if needed.
 
         Blocking (call it from a thread in async code). With ``resume`` the ids
-        already in the file are read into :attr:`ids`; without it, a file that holds
-        results raises :class:`BatchOptionError`. A last line without its newline
-        (torn by a crash) gets one, so the next result starts on a line of its own.
+        already in the file are read into :attr:`ids` (those whose last result is
+        ``aborted`` into :attr:`aborted` instead); without it, a file that holds
+        results raises :class:`BatchOptionError`, and so does a folder that does not
+        exist or a file that cannot be written. A last line without its newline (torn
+        by a crash) gets one, so the next result starts on a line of its own.
         """
         file = Path(path)
         ids: set[str] = set()
+        aborted: set[str] = set()
         unreadable: list[int] = []
+        if not file.parent.is_dir():
+            state = "is not a folder" if file.parent.exists() else "does not exist"
+            raise BatchOptionError("output", f"cannot write {file}: {file.parent} {state}")
         try:
             data = file.read_bytes()
         except FileNotFoundError:
@@ -60,19 +83,35 @@ class ResultsFile:
                     f"{file} already holds results: pass --resume to continue that batch "
                     "(tasks with a result there are skipped), or choose another -o file",
                 )
-            ids, unreadable = recorded_ids(data.splitlines())
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            statuses, unreadable = recorded_statuses(data.splitlines())
+            aborted = {task_id for task_id, status in statuses.items() if status == "aborted"}
+            ids = set(statuses) - aborted
+        try:
+            fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise BatchOptionError("output", f"cannot write {file}: {_reason(exc)}") from exc
         if data and not data.endswith(b"\n"):
-            _write_all(fd, b"\n")
-        return cls(file, fd, ids, unreadable)
+            try:
+                _write_whole(fd, b"\n")
+            except OSError as exc:
+                os.close(fd)
+                raise ResultsWriteError(file, _reason(exc)) from exc
+        return cls(file, fd, ids, unreadable, aborted)
 
     async def append(self, result: BatchResult) -> bool:
-        """Append ``result`` as one line; False (and nothing written) if its id has one."""
+        """Append ``result`` as one line; False (and nothing written) if its id has one.
+
+        Raises :class:`ResultsWriteError` when the line could not be written whole;
+        then nothing of it is in the file and its id counts as having no result.
+        """
         if result.id in self.ids:
             return False
         self.ids.add(result.id)
-        await trio.to_thread.run_sync(_write_all, self._fd, result.line())
+        try:
+            await trio.to_thread.run_sync(_write_whole, self._fd, result.line())
+        except OSError as exc:
+            self.ids.discard(result.id)
+            raise ResultsWriteError(self.path, _reason(exc)) from exc
         return True
 
     def close(self) -> None:
@@ -93,9 +132,26 @@ class ResultsFile:
         self.close()
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    # One write(2) per line; a short write (a full disk) is followed by the rest.
+def _write_whole(fd: int, data: bytes) -> None:
+    """One write(2) per line; a short write is followed by the rest; whole or nothing.
+
+    When a write fails after part of ``data`` landed, the file is truncated back to
+    where ``data`` began (the descriptor appends, so those are its last bytes).
+    """
     view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    written = 0
+    try:
+        while written < len(view):
+            count = os.write(fd, view[written:])
+            if count <= 0:
+                raise OSError(f"a write made no progress at byte {written} of {len(view)}")
+            written += count
+    except BaseException:
+        if written:
+            with contextlib.suppress(OSError):  # then the next open heals the torn line
+                os.ftruncate(fd, max(0, os.fstat(fd).st_size - written))
+        raise
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__

@@ -62,6 +62,7 @@ from penguin._concurrency import collapse_single
 from penguin.trace import DIR_MODE, FILE_MODE
 
 from ._errors import BackendUnavailableError
+from ._files import write_atomically
 from ._results import BatchResult
 from ._runner import BatchSettings, error_result, run_tasks
 from ._tasks import BatchTask
@@ -264,11 +265,7 @@ def _write_agent_files(settings: BatchSettings, files: Mapping[str, bytes]) -> N
             if target.read_bytes() == data:
                 continue  # the same file (the driver's own machine, or done before)
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        partial.replace(target)
+        write_atomically(target, data, 0o600)
 
 
 def _settings_to_wire(settings: BatchSettings) -> dict[str, Any]:
@@ -605,11 +602,7 @@ def _write_traces(
         target = traces_dir / date_dir / name
         if not (target.exists() and target.read_bytes() == data):
             target.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-            partial = target.with_name(f".{name}.{secrets.token_hex(4)}.part")
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            partial.replace(target)
+            write_atomically(target, data, FILE_MODE)
         if name == remote_name:
             local = str(target)
     return local

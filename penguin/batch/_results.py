@@ -23,6 +23,7 @@ __all__ = [
     "BatchStatus",
     "TokenTotals",
     "recorded_ids",
+    "recorded_statuses",
     "status_of_run",
 ]
 
@@ -153,7 +154,17 @@ def recorded_ids(lines: Iterable[str | bytes]) -> tuple[set[str], list[int]]:
     A line that is not a JSON object with a string ``id`` (a line torn by a crash,
     say) counts as no result: its task runs again on ``--resume``.
     """
-    ids: set[str] = set()
+    statuses, unreadable = recorded_statuses(lines)
+    return set(statuses), unreadable
+
+
+def recorded_statuses(lines: Iterable[str | bytes]) -> tuple[dict[str, str | None], list[int]]:
+    """Each id's status on its last line (the last line wins); lines that hold no result.
+
+    The status is None when that line's ``status`` is not a string. Lines that hold no
+    result are those :func:`recorded_ids` skips.
+    """
+    statuses: dict[str, str | None] = {}
     unreadable: list[int] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -165,7 +176,8 @@ def recorded_ids(lines: Iterable[str | bytes]) -> tuple[set[str], list[int]]:
             continue
         task_id = obj.get("id") if isinstance(obj, dict) else None
         if isinstance(task_id, str):
-            ids.add(task_id)
+            status = obj.get("status")
+            statuses[task_id] = status if isinstance(status, str) else None
         else:
             unreadable.append(number)
-    return ids, unreadable
+    return statuses, unreadable

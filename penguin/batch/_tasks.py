@@ -3,8 +3,9 @@
 This module owns the task format and its validation, and nothing that runs a task.
 Parsing is sans-IO (:func:`parse_tasks` takes the text); :func:`load_tasks` adds the
 file read and, optionally, the checks that a ``workspace`` or ``template`` exists.
-Every complaint names its line (:class:`~._errors.TaskFileError`), and a task file is
-accepted whole or not at all: a batch never starts on half a file.
+Every complaint names its line (:class:`~._errors.TaskFileError`), every bad line is
+reported, in line order (one error carries them all), and a task file is accepted
+whole or not at all: a batch never starts on half a file.
 
 Relative ``workspace`` and ``template`` paths are read relative to the task file's
 directory, so a data set and its templates can move together.
@@ -198,9 +199,19 @@ def parse_tasks(text: str, *, path: Path | None = None) -> list[BatchTask]:
     to ``path``'s directory (the working directory when ``path`` is None). Ids must be
     unique.
     """
+    tasks, _, problems = _parse(text, path)
+    _raise_problems(problems, path)
+    return tasks
+
+
+def _parse(
+    text: str, path: Path | None
+) -> tuple[list[BatchTask], list[int], list[tuple[int, str]]]:
+    """The valid tasks, their line numbers, and every problem as (line, reason)."""
     base = path.parent if path is not None else None
     tasks: list[BatchTask] = []
     lines: list[int] = []
+    problems: list[tuple[int, str]] = []
     # Lines end at "\n" only (JSON Lines): str.splitlines would also cut at U+0085,
     # U+2028 and the like, which a JSON string may hold as they are.
     for number, line in enumerate(text.split("\n"), start=1):
@@ -209,16 +220,35 @@ def parse_tasks(text: str, *, path: Path | None = None) -> list[BatchTask]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TaskFileError(path, number, f"not valid JSON ({exc.msg})") from None
+            problems.append((number, f"not valid JSON ({exc.msg})"))
+            continue
         if not isinstance(obj, dict):
-            raise TaskFileError(path, number, f"a task is a JSON object, got {_shown(obj)}")
+            problems.append((number, f"a task is a JSON object, got {_shown(obj)}"))
+            continue
         try:
             tasks.append(BatchTask.from_json(obj, base=base))
         except ValueError as exc:
-            raise TaskFileError(path, number, str(exc)) from None
+            problems.append((number, str(exc)))
+            continue
         lines.append(number)
-    check_unique_ids(tasks, lines=lines, path=path)
-    return tasks
+    seen: dict[str, int] = {}
+    for task, number in zip(tasks, lines, strict=True):
+        first = seen.setdefault(task.id, number)
+        if first != number:
+            where = f"line {first}" if path is not None else f"task {first}"
+            problems.append((number, f"duplicate id {task.id!r} (first used on {where})"))
+    return tasks, lines, problems
+
+
+def _path_problems(tasks: Sequence[BatchTask], lines: Sequence[int]) -> list[tuple[int, str]]:
+    problems = []
+    for task, number in zip(tasks, lines, strict=True):
+        for field in ("workspace", "template"):
+            where: Path | None = getattr(task, field)
+            if where is not None and not where.is_dir():
+                state = "is not a directory" if where.exists() else "does not exist"
+                problems.append((number, f'{field} "{where}" {state}'))
+    return problems
 
 
 def check_unique_ids(
@@ -255,18 +285,28 @@ def check_task_paths(
 def load_tasks(path: str | os.PathLike[str], *, check_paths: bool = True) -> list[BatchTask]:
     """The tasks of the JSON Lines file ``path`` (spec B1.1), validated whole.
 
-    Raises :class:`TaskFileError` naming the line of the first problem: bad JSON, a
+    Raises :class:`TaskFileError` naming every bad line, in line order: bad JSON, a
     missing or mistyped field, an unknown field, a duplicate id, an approval mode a
     batch cannot use, or (``check_paths``) a ``workspace`` or ``template`` that is not
     a directory. ``OSError`` when the file cannot be read.
     """
     file = Path(path)
     text = file.read_text(encoding="utf-8")
-    tasks = parse_tasks(text, path=file)
+    tasks, numbers, problems = _parse(text, file)
     if check_paths:
-        numbers = [n for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
-        check_task_paths(tasks, lines=numbers, path=file)
+        problems.extend(_path_problems(tasks, numbers))
+    _raise_problems(problems, file)
     return tasks
+
+
+def _raise_problems(problems: list[tuple[int, str]], path: Path | None) -> None:
+    """One :class:`TaskFileError` for all ``problems`` (line, reason), in line order."""
+    if not problems:
+        return
+    ordered = sorted(problems, key=lambda problem: problem[0])  # stable: a line's own order
+    first = TaskFileError(path, *ordered[0])
+    first.problems = tuple(TaskFileError(path, line, reason) for line, reason in ordered)
+    raise first
 
 
 def _path(obj: Mapping[str, Any], key: str, base: Path | None) -> Path | None:

@@ -6,35 +6,46 @@ file as its task ends (:class:`penguin.batch.ResultsFile`), and shows progress o
 stderr — a live line on a terminal, one line per finished task otherwise.
 
 The live line is a plain carriage-return redraw (``\r`` and erase-to-end-of-line),
-cut to the terminal's width so it never wraps: one line needs no screen library,
-and nothing else writes to the terminal while the batch runs.
+cut to the terminal's width so it never wraps: one line needs no screen library.
+Nothing else writes over it: while it is drawn, penguin's log lines (a task's
+``max_turns`` notice, say) go through the display, which clears the line, writes
+the message on a line of its own and draws the progress again.
 
 Ctrl-C interrupts every running task gracefully (their results say ``aborted``;
 tasks not started yet get none, so ``--resume`` runs them later), and the command
 exits 130 once those results are written; a second Ctrl-C stops at once. Either
 way no process a task started is left running.
 
+A results file the disk stops taking (full, say) stops the batch: the running tasks
+are ended, no line is left half-written, and ``--resume`` runs the tasks without a
+result once there is room again.
+
 Exit status: 0 every task ran (whatever its own status), 1 bad usage (options, the
 task file, no model, a results file that needs ``--resume``, an unavailable
-backend), 130 interrupted.
+backend, a data root or results folder that cannot be written), 3 the results
+could not be written, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, TextIO
 
 import trio
 
-from penguin import batch
+from penguin import _log, batch
 from penguin import config as cfg
 from penguin._errors import PenguinError
 from penguin.agent import Agent
 from penguin.approval import ApprovalMode, ApprovalModeError
 
+from ._dataroot import unwritable_reason
 from ._run import EXIT_CODES, add_agent_options, under_controls
 from ._sandbox import add_sandbox_options, policy_for
 from ._signals import Controls
@@ -57,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  penguin batch tasks.jsonl -o results.jsonl --concurrency 32\n"
         "  penguin batch tasks.jsonl -o results.jsonl --resume        # after an interrupt\n"
         "  penguin batch tasks.jsonl -o results.jsonl --backend ray --workers 4\n"
-        "\nexit status: 0 every task ran, 1 bad usage, 130 interrupted"
+        "\nexit status: 0 every task ran, 1 bad usage, 3 results not written, 130 interrupted"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("tasks", type=Path, metavar="TASKS.jsonl", help="the tasks, one per line")
@@ -98,7 +109,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="skip the tasks that already have a result in the output file",
+        help="skip the tasks that already have a result in the output file "
+        "(those whose last result is aborted run again)",
     )
     parser.add_argument("--backend", choices=batch.BACKENDS, default="local")
     parser.add_argument(
@@ -124,7 +136,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _fail(message: object) -> int:
-    print(f"penguin batch: {message}", file=sys.stderr)
+    for line in str(message).splitlines() or [""]:  # a task file's problems: one line each
+        print(f"penguin batch: {line}", file=sys.stderr)
     return 1
 
 
@@ -144,6 +157,9 @@ def _main(args: argparse.Namespace) -> int:
         return _fail(exc)
     except OSError as exc:
         return _fail(f"cannot read the tasks: {exc}")
+    unwritable = unwritable_reason(args)
+    if unwritable is not None:
+        return _fail(unwritable)
     try:
         project = cfg.load_project_config(
             cfg.AgentPaths(args.root, args.project_id, args.agent_id).project_config
@@ -162,9 +178,11 @@ def _main(args: argparse.Namespace) -> int:
     with results:
         pending = [task for task in tasks if task.id not in results.ids]
         if args.resume:
+            again = sum(1 for task in pending if task.id in results.aborted)
             print(
                 f"penguin batch: {len(tasks) - len(pending)} of {len(tasks)} tasks already "
-                f"have a result in {args.output}; running the other {len(pending)}",
+                f"have a result in {args.output}; running the other {len(pending)}"
+                + (f" ({again} of them aborted last time, run again)" if again else ""),
                 file=sys.stderr,
             )
         for number in results.unreadable_lines:
@@ -226,36 +244,79 @@ async def _run(
 ) -> int:
     progress = batch.BatchProgress(total=len(tasks))
     display = ProgressDisplay(progress, sys.stderr, live=_is_terminal(sys.stderr))
+    refused: list[batch.ResultsWriteError] = []
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(display.refresh_every, _REFRESH_S)
-            nursery.start_soon(_announce_interrupt, controls, display)
-            async with batch.run_batch(
-                tasks,
-                concurrency=args.concurrency,
-                approve=mode,
-                backend=args.backend,
-                ray_address=args.ray_address,
-                workers=args.workers,
-                gather_traces=args.gather_traces,
-                root=args.root,
-                project_id=args.project_id,
-                agent_id=args.agent_id,
-                provider=args.provider,
-                model_id=args.model_id,
-                max_turns=args.max_turns,
-                timeout_s=args.timeout_s,
-                interrupt=controls.interrupt,
-                progress=progress,
-                sandbox=args.sandbox_policy,
-            ) as stream:
-                async for result in stream:
-                    await results.append(result)
-                    display.finished(result)
-            nursery.cancel_scope.cancel()
+        with display.routing_logs(), _stopped_by(refused):
+            await _stream_results(args, mode, tasks, results, controls, display, progress)
     finally:
         display.close(f"results: {args.output}")
+    if refused:
+        print(
+            f"penguin batch: {refused[0]}; the batch stopped. Tasks without a result: "
+            f"{len(tasks) - _have_results(tasks, results)} (--resume runs them once the "
+            "results can be written)",
+            file=sys.stderr,
+        )
+        return _RESULTS_NOT_WRITTEN
     return EXIT_CODES["aborted"] if controls.interrupt.is_set() else 0
+
+
+_RESULTS_NOT_WRITTEN: Final = 3
+
+
+def _have_results(tasks: list[batch.BatchTask], results: batch.ResultsFile) -> int:
+    return sum(1 for task in tasks if task.id in results.ids)
+
+
+@contextlib.contextmanager
+def _stopped_by(refused: list[batch.ResultsWriteError]) -> Iterator[None]:
+    """Catch the results write that failed (alone or in a group): the batch stops there."""
+    try:
+        yield
+    except* batch.ResultsWriteError as group:
+        first = group.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        assert isinstance(first, batch.ResultsWriteError)
+        refused.append(first)
+
+
+async def _stream_results(
+    args: argparse.Namespace,
+    mode: ApprovalMode,
+    tasks: list[batch.BatchTask],
+    results: batch.ResultsFile,
+    controls: Controls,
+    display: ProgressDisplay,
+    progress: batch.BatchProgress,
+) -> None:
+    """Run the batch and append each result as it comes (a failed append ends it)."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(display.refresh_every, _REFRESH_S)
+        nursery.start_soon(_announce_interrupt, controls, display)
+        async with batch.run_batch(
+            tasks,
+            concurrency=args.concurrency,
+            approve=mode,
+            backend=args.backend,
+            ray_address=args.ray_address,
+            workers=args.workers,
+            gather_traces=args.gather_traces,
+            root=args.root,
+            project_id=args.project_id,
+            agent_id=args.agent_id,
+            provider=args.provider,
+            model_id=args.model_id,
+            max_turns=args.max_turns,
+            timeout_s=args.timeout_s,
+            interrupt=controls.interrupt,
+            progress=progress,
+            sandbox=args.sandbox_policy,
+        ) as stream:
+            async for result in stream:
+                await results.append(result)
+                display.finished(result)
+        nursery.cancel_scope.cancel()
 
 
 async def _announce_interrupt(controls: Controls, display: ProgressDisplay) -> None:
@@ -287,10 +348,27 @@ class ProgressDisplay:
 
     def note(self, text: str) -> None:
         """A message of its own, above the live line."""
+        self.line(f"penguin batch: {text}")
+
+    def line(self, text: str) -> None:
+        """``text`` on a line of its own, above the live line (which is drawn again)."""
         self._clear()
-        self._write(f"penguin batch: {text}\n")
+        self._write(f"{text}\n")
         if self._live:
             self._draw()
+
+    @contextlib.contextmanager
+    def routing_logs(self) -> Iterator[None]:
+        """While the live line is shown, penguin's log lines go above it, never into it."""
+        if not self._live:
+            yield
+            return
+        handler = _AboveTheLine(self)
+        _log.logger.addHandler(handler)
+        try:
+            yield
+        finally:
+            _log.logger.removeHandler(handler)
 
     async def refresh_every(self, seconds: float) -> None:
         """Redraw the live line every ``seconds`` (the rate and ETA move between results)."""
@@ -323,6 +401,17 @@ class ProgressDisplay:
             self._out.flush()
         except (OSError, ValueError):  # a closed or broken stderr must not stop the batch
             pass
+
+
+class _AboveTheLine(logging.Handler):
+    """A ``penguin`` log line, written by the display above its live line."""
+
+    def __init__(self, display: ProgressDisplay) -> None:
+        super().__init__(logging.WARNING)
+        self._display = display
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._display.line(record.getMessage())
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -60,6 +60,7 @@ from penguin.approval import (
 )
 from penguin.trace import TraceLocation, find_session, latest_session, trace_files
 
+from ._dataroot import unwritable_reason
 from ._lock import SessionLock, lock_path
 from ._render import Renderer, TaskStats, history_lines, paint, shorten, use_color
 from ._run import (
@@ -784,6 +785,10 @@ def _main(args: argparse.Namespace) -> int:
     plan: _Plan | None = None
     try:
         paths = cfg.AgentPaths(args.root, args.project_id, args.agent_id)
+        unwritable = unwritable_reason(paths)
+        if unwritable is not None:
+            print(f"penguin chat: {unwritable}", file=sys.stderr)
+            return 1
         plan = _plan(args, paths)
         args.sandbox_policy = _sandbox_of(args, paths, plan)
         if args.sandbox_policy is None:

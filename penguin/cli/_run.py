@@ -34,6 +34,7 @@ from penguin.approval import (
 )
 from penguin.config import ConfigError
 
+from ._dataroot import unwritable_reason
 from ._render import Renderer
 from ._sandbox import add_sandbox_options, policy_for, sandbox_line
 from ._signals import Controls
@@ -119,7 +120,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "examples:\n"
         '  penguin run -m "List the Python files and count their lines"\n'
         '  penguin run -m "Fix the failing test" --workspace ~/src/app --approve always-ask\n'
-        "\nexit status: 0 completed, 1 bad usage, 3 model failure, 4 auth, "
+        "\nexit status: 0 completed, 1 bad usage, 3 model or trace write failure, 4 auth, "
         "5 max_turns, 130 interrupted"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -148,6 +149,10 @@ def _main(args: argparse.Namespace) -> int:
         return 1
     if (args.provider is None) != (args.model_id is None):
         print("penguin run: give --provider and --model-id together", file=sys.stderr)
+        return 1
+    unwritable = unwritable_reason(args)
+    if unwritable is not None:
+        print(f"penguin run: {unwritable}", file=sys.stderr)
         return 1
     try:
         agent = Agent.open(args.root, args.project_id, args.agent_id)
@@ -299,19 +304,28 @@ async def run_task(
     renderer = Renderer(out or sys.stdout, verbose=verbose)
     ask = PromptAsker(renderer, controls.read_line, echo=not stdin_is_a_terminal())
     approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
-    result = await render_run(
-        session,
-        [om.user_text(message)],
-        renderer,
-        approve,
-        controls.interrupt,
-        max_turns=max_turns,
-    )
+    writer = session.recorder.writer
+    stop = trio.Event()  # Ctrl-C, or the trace the disk refuses (issue 21.4): the task ends
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_set_after, controls.interrupt.wait, stop)
+        nursery.start_soon(_set_after, writer.wait_failure, stop)
+        result = await render_run(
+            session, [om.user_text(message)], renderer, approve, stop, max_turns=max_turns
+        )
+        nursery.cancel_scope.cancel()
     await session.flush_trace()
     print(f"trace: {session.trace_path}", file=sys.stderr)
+    if writer.failure is not None:
+        print(f"penguin: failed: {writer.failure}", file=sys.stderr)
+        return EXIT_CODES["failed"]
     if result.status != "completed" and result.error_message:
         print(f"penguin: {result.status}: {result.error_message}", file=sys.stderr)
     return EXIT_CODES[result.status]
+
+
+async def _set_after(wait: Callable[[], Awaitable[object]], event: trio.Event) -> None:
+    await wait()
+    event.set()
 
 
 def stdin_is_a_terminal() -> bool:

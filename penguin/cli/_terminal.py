@@ -70,9 +70,21 @@ class Entry:
     text: str = ""
 
 
+def _write_whole(fd: int, data: bytes, progress: list[int]) -> None:
+    """Write all of ``data``; ``progress[0]`` counts the bytes written, whatever happens."""
+    while progress[0] < len(data):
+        count = os.write(fd, data[progress[0] :])
+        if count <= 0:
+            raise OSError("a write made no progress")
+        progress[0] += count
+
+
 @final
 class ChatHistory(History):
     """The input history in a file: one JSON string per line, mode 0600, the newest last.
+
+    Every line is written whole or not at all (issue 21.4): a line the disk refuses is
+    cut back, and a rewrite that fails leaves the old file (and no temporary file).
 
     Only the last :data:`HISTORY_LIMIT` entries are kept: a longer file is cut down
     when it is loaded and whenever an entry is added past the limit.
@@ -122,22 +134,35 @@ class ChatHistory(History):
         return fd
 
     def _append(self, text: str) -> None:
+        """One entry, whole or not at all (what landed of a refused line is cut back)."""
         fd = self._open(os.O_APPEND)
         try:
-            os.write(fd, text.encode())
+            progress = [0]
+            try:
+                _write_whole(fd, text.encode(), progress)
+            except OSError:
+                if progress[0]:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, max(0, os.fstat(fd).st_size - progress[0]))
+                raise
         finally:
             os.close(fd)
 
     def _rewrite(self) -> None:
+        """The kept entries replace the file at once; a failed write leaves the old file."""
         body = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in self._entries)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with contextlib.suppress(OSError):
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
-                os.write(fd, body.encode())
-            finally:
-                os.close(fd)
-            os.replace(temporary, self.path)
+                try:
+                    _write_whole(fd, body.encode(), [0])
+                finally:
+                    os.close(fd)
+                os.replace(temporary, self.path)
+            except OSError:
+                temporary.unlink(missing_ok=True)
+                raise
 
 
 @final

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 from penguin.batch import BatchOptionError, BatchResult, ResultsFile, TokenTotals
@@ -81,6 +84,7 @@ async def test_b1_2_the_results_file_gets_one_write_per_line_and_never_an_id_twi
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "out" / "results.jsonl"
+    path.parent.mkdir()  # issue 18.4: a missing folder is refused, not created
     with ResultsFile.open(path) as out:
         assert await out.append(result("a"))
         assert await out.append(result("b"))
@@ -103,3 +107,64 @@ async def test_b1_3_an_existing_results_file_needs_resume(tmp_path: Path) -> Non
     (tmp_path / "empty.jsonl").write_text("\n")
     with ResultsFile.open(tmp_path / "empty.jsonl") as out:  # blank: nothing to resume
         assert out.ids == set()
+
+
+# ---------------------------------------------------------------------------- issues 18.4, 21.4
+
+
+def test_18_4_a_missing_folder_is_refused_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "nonexistent" / "dir" / "r.jsonl"
+    with pytest.raises(BatchOptionError, match="nonexistent/dir does not exist") as raised:
+        ResultsFile.open(path)
+    assert raised.value.option == "output"
+    assert not (tmp_path / "nonexistent").exists()
+
+
+async def test_18_4_resume_runs_the_aborted_again_and_the_last_line_wins(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    aborted = BatchResult(id="b", status="aborted")
+    lines = [result("a"), aborted, attrs.evolve(aborted, id="c")]
+    lines.append(result("c"))  # c ran again and completed: its last line wins
+    path.write_bytes(b"".join(r.line() for r in lines))
+    with ResultsFile.open(path, resume=True) as out:
+        assert out.ids == {"a", "c"}
+        assert out.aborted == {"b"}
+        assert await out.append(result("b"))
+        assert not await out.append(result("b"))
+    assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == ["a", "b", "c", "c", "b"]
+
+
+def test_21_4_a_line_the_disk_refuses_is_not_half_written(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE in a child stands in for a full disk here (the CLI test uses a tmpfs):
+    # the kernel cuts the write short, then refuses the rest with EFBIG.
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    path = tmp_path / "results.jsonl"
+    done = subprocess.run(
+        [sys.executable, str(script), str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.stdout.splitlines() == [
+        f"cannot write results to {path}: File too large",
+        "ids ['a']",
+    ], done.stderr
+    assert path.read_bytes() == result("a").line()  # nothing of b's line
+
+
+CHILD = """
+import os, resource, signal, sys, trio
+from penguin.batch import BatchResult, ResultsFile, ResultsWriteError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+async def main(path):
+    with ResultsFile.open(path) as out:
+        await out.append(BatchResult(id="a", status="completed"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 20, hard))
+        try:
+            await out.append(BatchResult(id="b", status="completed", final_text="x" * 5000))
+        except ResultsWriteError as exc:
+            print(exc)
+        print("ids", sorted(out.ids))
+
+trio.run(main, sys.argv[1])
+"""

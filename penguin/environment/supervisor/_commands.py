@@ -25,6 +25,18 @@ live session; if it dies without running any code (SIGKILL, the OOM killer), the
 host's watchdog (``_watchdog``), started before the first spawn, kills every process
 carrying the host's tag, which begins this supervisor's tag and so every marker.
 
+Every byte of output is delivered exactly once, by a window or by the completion
+report, whatever the order in which the exit, the pump, a poll and the report run: at
+every checkpoint a byte the command wrote is either still in the pipe or in the
+buffer, never in between. The pump hands each chunk to the buffer in the same step that
+read it (trio's ``FdStream.receive_some`` yields after its read, with the chunk in no
+one's hands, so it is not used here), and whoever decides after an exit that the
+output is complete — a window's post-exit drain, the report — first reads what the pipe
+holds right now itself (:meth:`CommandSession.pull`), so no decision depends on the
+pump having been scheduled. (A loaded loop once lost one line of 64,000 that way:
+the poll and the report both saw an empty pipe and an empty buffer while the pump
+held the last chunk.)
+
 Registration happens only when a command outlives its window or is launched in the
 background; a foreground command that ends inside its window is never registered
 and its group is ended right away (3.2.9).
@@ -174,6 +186,7 @@ class CommandSession:
         self.created_at = time.time()
         """When the session was made (its process may start later, or never)."""
         self._output_fd: int | None = None
+        self._decode = _decoder()
         self.registered = False
         self.service_url: str | None = None
         self._scanner = ServiceUrlScanner()
@@ -319,10 +332,14 @@ class CommandSession:
         self.exited.set()
         self._changed.unpark_all()
 
+    def attach_output(self, fd: int) -> None:
+        """Read the command's output from ``fd`` (non-blocking; the caller owns and closes it)."""
+        self._output_fd = fd
+
     async def _supervise(
         self, spawned: SpawnedProcess, on_exit: Callable[[CommandSession], Awaitable[None]]
     ) -> None:
-        self._output_fd = spawned.output.fileno()
+        self.attach_output(spawned.output.fileno())
         try:
             async with trio.open_nursery() as helpers:
                 helpers.start_soon(self._pump, spawned.output)
@@ -337,6 +354,8 @@ class CommandSession:
                     helpers.cancel_scope.cancel()
         finally:
             self._input_receive.close()
+            self.pull()  # what is still in the pipe waits in the buffer for the report
+            self._output_fd = None  # closed next: nobody may read it any more
             with trio.CancelScope(shield=True):
                 await _close_quietly(spawned)
 
@@ -376,19 +395,63 @@ class CommandSession:
                 broken = True
 
     async def _pump(self, stream: trio.lowlevel.FdStream) -> None:
-        decode = _decoder()
+        """Read the output into the buffer until every writer closed it.
+
+        Each chunk goes to the buffer in the step that read it: there is no
+        checkpoint between ``os.read`` and :meth:`_deliver`, so a chunk is never out of
+        the pipe and out of the buffer at once while other tasks run.
+        """
+        fd = stream.fileno()
         try:
-            while True:
-                data = await stream.receive_some(PUMP_CHUNK)
-                if not data:
-                    break
-                self._deliver(decode(data, False))
+            while not self.output_closed.is_set():
+                if self._read_chunk(fd):
+                    await trio.lowlevel.checkpoint()
+                else:
+                    await trio.lowlevel.wait_readable(fd)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # a pty master reads EIO once the terminal's last user is gone
+            pass
         finally:
-            self._deliver(decode(b"", True))
-            self.output_closed.set()
-            self._changed.unpark_all()
+            self._close_output()
+
+    def _read_chunk(self, fd: int) -> bool:
+        """One read of at most :data:`PUMP_CHUNK` into the buffer; False if the pipe is empty.
+
+        The end of the output (EOF, or EIO from a pty master once the terminal's last
+        user is gone) closes it and counts as a read.
+        """
+        try:
+            data = os.read(fd, PUMP_CHUNK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self._close_output()
+            return True
+        self._deliver(self._decode(data, False))
+        return True
+
+    def pull(self, limit: int = 4 * PUMP_CHUNK) -> None:
+        """Move what the pipe holds right now into the buffer, without waiting.
+
+        For whoever is about to decide that the output after an exit is complete (a
+        window's drain, the report): what the command wrote is then in the buffer, or
+        still in the pipe only if more than ``limit`` bytes are (a flood: see
+        :meth:`output_waiting`), however long the pump has not run.
+        """
+        fd = self._output_fd
+        taken = 0
+        while fd is not None and not self.output_closed.is_set() and taken < limit:
+            if not self._read_chunk(fd):
+                return
+            taken += PUMP_CHUNK
+
+    def _close_output(self) -> None:
+        if self.output_closed.is_set():
+            return
+        self._deliver(self._decode(b"", True))
+        self.output_closed.set()
+        self._changed.unpark_all()
 
     def _deliver(self, text: str) -> None:
         if text:
@@ -417,8 +480,55 @@ class CommandSession:
             while True:
                 with trio.move_on_after(POST_EXIT_DRAIN):
                     await self.output_closed.wait()
+                self.pull()
                 if not self.output_waiting():
                     return
+        self.pull()
+
+    async def collect(self, window: float, emit: Emit) -> bool:
+        """Stream new output to ``emit`` until the command exits or ``window`` ends.
+
+        Returns whether the foreground process exited. After an exit, output is
+        drained until every writer closed the pipe or for at most 50 ms (4.5).
+        The deadline is checked after every chunk, so a flood cannot hold the call
+        past its window; only the waits are bounded by cancel scopes, never an
+        ``emit``, so a chunk taken from the buffer is always handed over whole.
+        Every check before a wait is synchronous: no wake-up is lost between them.
+        After the exit each check first reads what the pipe holds (:meth:`pull`), so
+        the end of the drain never depends on when the pump last ran.
+        """
+        deadline = trio.current_time() + window
+        while True:
+            if self.buffer:
+                await emit(self.buffer.drain())
+            if self.exited.is_set():
+                break
+            if trio.current_time() >= deadline:
+                return False
+            if not self.buffer:
+                with trio.move_on_at(deadline):
+                    await self.wait_for_change()
+        now = trio.current_time()
+        drain_deadline = now + POST_EXIT_DRAIN
+        drain_limit = now + POST_EXIT_DRAIN_LIMIT
+        while True:
+            self.pull()
+            if self.buffer:
+                await emit(self.buffer.drain())
+            if self.output_closed.is_set() and not self.buffer:
+                break
+            now = trio.current_time()
+            if now >= drain_deadline:
+                if now >= drain_limit or not self.output_waiting():
+                    break
+                drain_deadline = min(now + POST_EXIT_DRAIN, drain_limit)  # unread output
+            if not self.buffer:
+                with trio.move_on_at(drain_deadline):
+                    await self.wait_for_change()
+        self.pull()
+        if self.buffer:
+            await emit(self.buffer.drain())
+        return True
 
     async def wait_for_change(self) -> None:
         """Sleep until new output, the exit, the end of output or the end of the session."""
@@ -723,45 +833,8 @@ class CommandSupervisor:
         session.send_signal(signal.SIGINT)
 
     async def collect(self, session: CommandSession, window: float, emit: Emit) -> bool:
-        """Stream new output to ``emit`` until the command exits or ``window`` ends.
-
-        Returns whether the foreground process exited. After an exit, output is
-        drained until every writer closed the pipe or for at most 50 ms (4.5).
-        The deadline is checked after every chunk, so a flood cannot hold the call
-        past its window; only the waits are bounded by cancel scopes, never an
-        ``emit``, so a chunk taken from the buffer is always handed over whole.
-        Every check before a wait is synchronous: no wake-up is lost between them.
-        """
-        deadline = trio.current_time() + window
-        while True:
-            if session.buffer:
-                await emit(session.buffer.drain())
-            if session.exited.is_set():
-                break
-            if trio.current_time() >= deadline:
-                return False
-            if not session.buffer:
-                with trio.move_on_at(deadline):
-                    await session.wait_for_change()
-        now = trio.current_time()
-        drain_deadline = now + POST_EXIT_DRAIN
-        drain_limit = now + POST_EXIT_DRAIN_LIMIT
-        while True:
-            if session.buffer:
-                await emit(session.buffer.drain())
-            if session.output_closed.is_set() and not session.buffer:
-                break
-            now = trio.current_time()
-            if now >= drain_deadline:
-                if now >= drain_limit or not session.output_waiting():
-                    break
-                drain_deadline = min(now + POST_EXIT_DRAIN, drain_limit)  # unread output
-            if not session.buffer:
-                with trio.move_on_at(drain_deadline):
-                    await session.wait_for_change()
-        if session.buffer:
-            await emit(session.buffer.drain())
-        return True
+        """Stream ``session``'s new output to ``emit``; see :meth:`CommandSession.collect`."""
+        return await session.collect(window, emit)
 
     async def run_window(
         self,

@@ -1,0 +1,179 @@
+"""Issues 18.4 and 21.2 through a real ``penguin batch``: resume of aborted tasks, a missing
+``-o`` folder, every bad task line in order, a live progress line nothing writes into, and
+a batch SIGKILLed mid-run that leaves no process and resumes each id once."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import trio
+
+from penguin.batch import BatchResult
+
+from .scripted import (
+    TaskScripts,
+    configure_model,
+    exec_reply,
+    logged_exec,
+    read_log,
+    task_line,
+    write_tasks,
+)
+from .test_cli import PENGUIN, _drain, model, penguin, results_of
+from .test_runner import processes_with, wait_until
+
+__all__ = ["model"]  # the fixture, shared with test_cli
+
+ONE_TURN = ("--max-turns", "1", "--concurrency", "1")
+
+
+async def test_18_4_resume_runs_the_aborted_again_and_says_how_many(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    out = tmp_path / "results.jsonl"
+    out.write_bytes(
+        BatchResult(id="a", status="completed").line()
+        + BatchResult(id="b", status="aborted").line()
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ("a", "b", "c")])
+    done = await penguin(
+        "batch", str(tasks), "-o", str(out), "--root", str(root), "--resume", cwd=tmp_path
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert (
+        "1 of 3 tasks already have a result in "
+        f"{out}; running the other 2 (1 of them aborted last time, run again)"
+    ) in stderr
+    assert sorted(scripts.asked()) == ["b", "c"]
+    lines = results_of(out)
+    assert [r["id"] for r in lines][:2] == ["a", "b"]
+    last_b = [r for r in lines if r["id"] == "b"][-1]
+    assert last_b["status"] == "completed"  # the last line for an id wins
+
+
+async def test_18_4_an_output_in_a_missing_folder_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    configure_model(root, "http://127.0.0.1:9/v1")
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("a")])
+    out = tmp_path / "nonexistent" / "dir" / "r.jsonl"
+    done = await penguin("batch", str(tasks), "-o", str(out), "--root", str(root), cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"penguin batch: cannot write {out}: {out.parent} does not exist\n"
+    )
+    assert not (tmp_path / "nonexistent").exists()
+
+
+async def test_18_4_every_bad_task_line_is_reported_in_line_order(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    configure_model(root, "http://127.0.0.1:9/v1")
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            task_line("a"),
+            task_line("a"),  # a duplicate, found after the parse
+            "{broken",
+            task_line("b", template="nope"),  # a path, checked after everything
+            json.dumps({"id": "c"}),
+        ],
+    )
+    done = await penguin(
+        "batch", str(tasks), "-o", str(tmp_path / "r.jsonl"), "--root", str(root), cwd=tmp_path
+    )
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert all(line.startswith("penguin batch: ") for line in lines), lines
+    assert [re.findall(r"tasks\.jsonl:(\d+): ", line) for line in lines] == [
+        ["2"],
+        ["3"],
+        ["4"],
+        ["5"],
+    ]
+    assert "duplicate id 'a' (first used on line 1)" in lines[0]
+    assert "not valid JSON" in lines[1]
+    assert 'template "' in lines[2]
+    assert '"prompt" must be a non-empty string' in lines[3]
+
+
+async def test_18_4_log_lines_never_land_inside_the_live_progress_line(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    ids = ("a", "b", "c")
+    for task_id in ids:  # one tool call each, then max_turns (1): the engine says so
+        scripts.scripts[task_id] = [exec_reply("true"), exec_reply("true")]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    leader, follower = os.openpty()
+    shown: list[str] = []
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def drain() -> None:
+                shown.append(await trio.to_thread.run_sync(_drain, leader))
+
+            nursery.start_soon(drain)
+            done = await trio.run_process(
+                [*PENGUIN, "batch", str(tasks), "-o", str(out), "--root", str(root), *ONE_TURN],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=follower,
+                check=False,
+            )
+            os.close(follower)
+            follower = -1
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    (text,) = shown
+    assert done.returncode == 0, text
+    notices = [m.start() for m in re.finditer(r"\[penguin\] max_turns \(1\) reached", text)]
+    assert len(notices) == 3, text
+    for start in notices:  # each on a line of its own: right after an erased line
+        assert text[:start].endswith("\r\x1b[K"), repr(text[max(0, start - 80) : start + 40])
+    assert not re.search(r"ETA [^\r\n]*\[penguin\]", text)
+
+
+async def test_21_2_a_sigkilled_batch_leaves_nothing_and_resume_runs_each_id_once(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = ["k1", "k2", "k3", "k4"]
+    for task_id in ids:  # a daemon and a long command: both must die with the batch
+        body = "(setsid sleep 300.813 > /dev/null 2>&1 &); sleep 30.813"
+        scripts.scripts[task_id] = [logged_exec(log, task_id, body)]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    args = ("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "2")
+    process = await trio.lowlevel.open_process(
+        [*PENGUIN, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        await wait_until(lambda: len(read_log(log)) == 2, within=60)
+        await wait_until(lambda: len(processes_with("sleep 300.813")) >= 2)
+        process.send_signal(signal.SIGKILL)
+        with trio.fail_after(10):
+            assert await process.wait() == -signal.SIGKILL
+    finally:
+        if process.returncode is None:
+            process.kill()
+    await wait_until(lambda: not processes_with("sleep 30.813"), within=5)
+    await wait_until(lambda: not processes_with("sleep 300.813"), within=5)
+    assert not out.exists() or results_of(out) == []  # the killed tasks have no result
+
+    for task_id in ids:  # the second run: quick tasks
+        scripts.scripts[task_id] = []
+    done = await penguin(*args, "--resume", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)
+    assert sorted(str(r["id"]) for r in results) == ids  # each id once
+    assert {r["status"] for r in results} == {"completed"}
