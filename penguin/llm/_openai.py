@@ -5,8 +5,9 @@ true`` and ``stream_options.include_usage`` and streams the answer as OmniMessag
 (reference D6). That one protocol reaches OpenAI and the OpenAI-compatible servers:
 vLLM, SGLang, ollama, llama.cpp, DeepSeek, OpenRouter and the like.
 
-This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance, the
-request, the reads and the error classification at the edge. The pieces it drives
+This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance (its
+connections are the Trio run's shared pool, ``_transport``), the request, the reads and
+the error classification at the edge. The pieces it drives
 are pure and tested alone: ``_chat_request`` builds the body, ``_sse`` splits the
 bytes into events, ``_chat_stream`` decodes them and ``_assemble`` keeps the
 fragment discipline.
@@ -56,6 +57,7 @@ from ._errors import LLMStreamError
 from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
 from ._response import Emit, open_response
 from ._sse import SSEParser
+from ._transport import shared_transport
 
 __all__ = ["OpenAIChatLLM"]
 
@@ -119,6 +121,7 @@ class OpenAIChatLLM:
             request_headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.AsyncClient(
             headers=request_headers,
+            transport=shared_transport(),
             timeout=httpx.Timeout(
                 connect=connect_timeout,
                 read=read_timeout,
