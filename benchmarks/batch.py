@@ -15,7 +15,9 @@ b. ``--tasks`` tasks (1,000) at ``--concurrency`` 64 on the local backend, every
    RSS, the most file descriptors open at once, and how many results the file holds.
    Targets (issue 20): CPU per task <= 12 ms; with ``--tasks 10000 --concurrency 256``
    every result written, peak RSS < 1 GiB, fds bounded by the concurrency;
-c. ``--ray-tasks`` tasks (1,000) on the Ray backend with 2 local workers: its start-up
+c. the same tasks with ``--workers 2`` on the local backend (two worker processes):
+   start-up apart, throughput after it against (b)'s (target: >= 1.7 x on 2 cores);
+d. ``--ray-tasks`` tasks (1,000) on the Ray backend with 2 local workers: its start-up
    (the local cluster and the workers, up to the first task starting) reported apart,
    and its throughput after start-up against (b)'s (target: >= 1.7 x on 2 cores).
 
@@ -205,6 +207,10 @@ def _part(args: argparse.Namespace) -> None:
         figures = trio.run(_run_sequential, root, args.count)
     elif args.part == "local":
         figures = trio.run(lambda: _run_batch(root, args.count, concurrency=args.concurrency))
+    elif args.part == "processes":
+        figures = trio.run(
+            lambda: _run_batch(root, args.count, concurrency=args.concurrency, workers=2)
+        )
     else:
         figures = trio.run(
             lambda: _run_batch(
@@ -349,10 +355,24 @@ def _report(args: argparse.Namespace, root: Path, env: dict[str, str] | None) ->
         "    (CPU is the penguin process's own; 'tools' is that of the processes it ran: each\n"
         "     session's login shell and its commands; RSS is each part's own interpreter)"
     )
+    local_after = args.tasks / max(local["wall"] - local["first_start"], 1e-9)
+    print()
+    print(f"(c) {args.tasks:,} tasks on the local backend with --workers 2 (worker processes)")
+    procs = _spawn_part("processes", root, args.tasks, args.concurrency, env)
+    print(_row("local, 2 processes", args.tasks, procs))
+    startup = procs["first_start"]
+    procs_rate = args.tasks / max(procs["wall"] - startup, 1e-9)
+    ratio = procs_rate / local_after
+    print(f"    start-up               {startup:5.1f} s (the worker processes, to the first task)")
+    print(
+        f"    after start-up         {procs_rate:5.1f} tasks/s = {ratio:4.2f} x local's"
+        f" {local_after:.1f}   {_verdict(ratio >= 1.7)} target: >= 1.7 x"
+    )
+    print("    (CPU and RSS of this row are the driver's; its 'tools' hold the workers' CPU)")
     if args.no_ray:
         return
     print()
-    print(f"(c) {args.ray_tasks} tasks on the Ray backend (2 local workers)")
+    print(f"(d) {args.ray_tasks} tasks on the Ray backend (2 local workers)")
     if importlib.util.find_spec("ray") is None:
         print("    skipped: ray is not installed (pip install 'penguin[ray]')")
         return
@@ -360,7 +380,6 @@ def _report(args: argparse.Namespace, root: Path, env: dict[str, str] | None) ->
     print(_row("ray, 2 workers", args.ray_tasks, on_ray))
     startup = on_ray["first_start"]
     ray_rate = args.ray_tasks / max(on_ray["wall"] - startup, 1e-9)
-    local_after = args.tasks / max(local["wall"] - local["first_start"], 1e-9)
     ratio = ray_rate / local_after
     print(f"    Ray start-up           {startup:5.1f} s (cluster and workers, to the first task)")
     print(
