@@ -8,11 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import trio
 
+from penguin import batch
 from penguin.batch import BatchResult, BatchTask, run_batch
 from penguin.llm import testing as t
 
-from .scripted import TaskScripts, configure_model, exec_reply, prompt
+from .scripted import TaskScripts, configure_model, exec_reply, logged_exec, prompt, read_log
+from .test_runner import processes_with, wait_until
 
 
 @pytest.fixture
@@ -60,3 +63,38 @@ async def test_20_2_a_worker_process_that_dies_leaves_its_tasks_an_error(
     assert results["b"].status == "completed"
     assert results["a"].status == "error"
     assert results["a"].error == "its worker process exited with status -9"
+
+
+async def test_20_2_an_interrupt_reaches_every_worker_process(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = ["r1", "r2", "w1", "w2"]  # shares: r1, w1 and r2, w2; one session each at once
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 31.562")]
+    interrupt = trio.Event()
+    progress = batch.BatchProgress(total=4)
+    results: list[BatchResult] = []
+    async with trio.open_nursery() as nursery:
+
+        async def consume() -> None:
+            async with run_batch(
+                [BatchTask(id=i, prompt=prompt(i)) for i in ids],
+                root=root,
+                concurrency=1,
+                workers=2,
+                interrupt=interrupt,
+                progress=progress,
+            ) as stream:
+                async for result in stream:
+                    results.append(result)
+
+        nursery.start_soon(consume)
+        await wait_until(lambda: len(read_log(log)) == 2 and progress.running == 2, within=60)
+        interrupt.set()
+    assert sorted(r.id for r in results) == ["r1", "r2"]
+    assert {r.status for r in results} == {"aborted"}
+    assert {r.error for r in results} == {"interrupted"}
+    assert processes_with("sleep 31.562") == []
+    assert (progress.done, progress.running) == (2, 0)
