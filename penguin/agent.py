@@ -32,10 +32,10 @@ runner refuses to spawn. Its tool calls are approved by the parent's approver.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Final, Self, final
+from typing import Any, Final, Self, TypeVar, final
 
 import attrs
 import trio
@@ -76,6 +76,8 @@ __all__ = [
     "SessionUsage",
 ]
 
+_T = TypeVar("_T")
+
 _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
 MAX_SUBAGENT_DEPTH: Final = 1
@@ -95,6 +97,7 @@ class Agent:
 
     paths: cfg.AgentPaths
     config: cfg.AgentConfig
+    _files: _FileCache = attrs.field(init=False, factory=lambda: _FileCache(), repr=False)
 
     @classmethod
     def open(
@@ -115,8 +118,25 @@ class Agent:
         return cls(paths=paths, config=cfg.load_system_config(paths.system_config))
 
     def project_config(self) -> cfg.ProjectConfig:
-        """The project's ``.project_config.toml`` (models, command policy), read now."""
-        return cfg.load_project_config(self.paths.project_config)
+        """The project's ``.project_config.toml`` (models, command policy), as it is now.
+
+        Parsed again only when the file changed (its modification time, size or inode):
+        every session of the agent reuses one parse.
+        """
+        return self._files.get(self.paths.project_config, cfg.load_project_config)
+
+    def _vault(self) -> dict[str, str]:
+        """The vault as it is now (parsed again only when the file changed)."""
+        return dict(self._files.get(self.paths.vault, cfg.load_vault))
+
+    def _tools(self, *, vision: bool, depth: int) -> list[cfg.ToolDefinitionConfig]:
+        """The tool entries a session offers (the system config is read once, at open)."""
+        key = (vision, depth)
+        tools = self._files.tools.get(key)
+        if tools is None:
+            builtin = self.config.effective_builtin_tools()
+            tools = self._files.tools[key] = cfg.select_tools(builtin, vision=vision, depth=depth)
+        return list(tools)
 
     def sandbox_policy(
         self, chosen: SandboxPolicy | object | None = FROM_PROJECT
@@ -320,14 +340,14 @@ async def _assemble(
     sandbox: SandboxPolicy | None = None,
 ) -> AsyncIterator[Session]:
     paths = agent.paths
-    tools = cfg.select_tools(agent.config.effective_builtin_tools(), vision=vision, depth=depth)
+    tools = agent._tools(vision=vision, depth=depth)
     subagents = ChildSessionRunner(agent, workspace=workspace, llm=llm, vision=vision, depth=depth)
     subagents.sandbox = sandbox  # children run under exactly this policy (X2.3)
     environment_config = EnvironmentConfig(
         workspace_dir=workspace,
         scratchpad_dir=paths.scratchpad(session_id),
         tools=tools,
-        vault=await trio.to_thread.run_sync(cfg.load_vault, paths.vault),
+        vault=agent._vault(),
         subagent_spawn_limit=agent.config.subagents.max_spawned,
         mcp_servers=agent.config.mcp_servers,
         sandbox=sandbox,
@@ -422,6 +442,35 @@ class _VisionModel:
         if self.llm is None:
             raise RuntimeError("the project has no vision model to ask")
         return self.llm.stream(LLMRequest(system_prompt="", messages=tuple(messages)))
+
+
+@final
+class _FileCache:
+    """Parsed files of an :class:`Agent`, each kept until the file on disk changes.
+
+    The key of a parse is the file's ``(st_mtime_ns, st_size, st_ino)`` (None when
+    it is missing); one ``stat`` per use tells whether it still holds. A parse that
+    raised is not kept: the next use reads the file again and raises again.
+    """
+
+    def __init__(self) -> None:
+        self._parsed: dict[Path, tuple[tuple[int, int, int] | None, Any]] = {}
+        self.tools: dict[tuple[bool, int], list[cfg.ToolDefinitionConfig]] = {}
+
+    def get(self, path: Path, parse: Callable[[Path], _T]) -> _T:
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            stamp = None
+        else:
+            stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        kept = self._parsed.get(path)
+        if kept is not None and kept[0] == stamp and stamp is not None:
+            value: _T = kept[1]
+            return value
+        value = parse(path)
+        self._parsed[path] = (stamp, value)
+        return value
 
 
 @final

@@ -95,6 +95,9 @@ async def run_batch(
     (spec/sandbox.md; a task's ``sandbox`` goes over it; ``None``: the project file's
     ``[sandbox]``, else none).
 
+    ``backend="local"`` with ``workers`` above 1 splits the tasks over that many worker
+    processes of this machine, each with up to ``concurrency`` sessions (one Trio loop
+    drives one core); the default is this process alone.
     ``backend="ray"`` spreads the tasks over ``workers`` Ray actors (default: one per
     CPU of the cluster, at most one per ``concurrency`` tasks) on the cluster at
     ``ray_address`` (default: a local one, started for this batch and stopped after
@@ -136,7 +139,20 @@ async def run_batch(
     if progress is not None:
         progress.start(trio.current_time())
     runner: Callable[[], Awaitable[None]]
-    if backend == "local":
+    if backend == "local" and workers is not None and workers > 1:
+        from ._processes import run_in_processes
+
+        async def runner() -> None:
+            await run_in_processes(
+                task_list,
+                settings,
+                workers=workers,
+                emit=finished,
+                interrupt=stop,
+                on_start=started,
+            )
+
+    elif backend == "local":
 
         async def runner() -> None:
             await run_tasks(task_list, settings, emit=finished, interrupt=stop, on_start=started)

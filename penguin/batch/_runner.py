@@ -19,8 +19,8 @@ is interrupted do not start and get no result (``--resume`` runs them later).
 Whatever goes wrong with one task (a missing template, a workspace that is not a
 directory, no such model) is that task's ``error`` result; the batch goes on.
 
-Sessions share model clients (their connection pools), at most
-:data:`SESSIONS_PER_CLIENT` at a time on each, instead of opening a client each.
+The batch's sessions share one model client per model (its connections are the Trio
+run's pool, ``penguin.llm``'s shared transport), instead of opening a client each.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ from ._tasks import BatchTask
 
 __all__ = [
     "HARD_STOP_GRACE_S",
-    "SESSIONS_PER_CLIENT",
     "BatchSettings",
     "TaskStop",
     "error_result",
@@ -61,12 +60,6 @@ __all__ = [
 
 HARD_STOP_GRACE_S: Final = 10.0
 """Seconds between a task's graceful interrupt and its hard stop."""
-SESSIONS_PER_CLIENT: Final = 16
-"""Sessions sharing one model client at a time.
-
-A client's pool looks at every connection it holds for each request, so fewer
-sessions per client keep that cheap; a new client costs its TLS context (~20 ms).
-"""
 
 
 @attrs.frozen(kw_only=True)
@@ -349,19 +342,12 @@ def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:
     return fresh
 
 
-@attrs.define
-class _Lease:
-    client: ClosableLLM
-    vision: bool
-    users: int = 0
-
-
 class _ModelClients:
-    """Model clients shared by the batch's sessions, per model, a few sessions each."""
+    """The batch's model clients: one per model, shared by every session of the batch."""
 
     def __init__(self, agent: Agent) -> None:
         self._agent = agent
-        self._leases: dict[tuple[str | None, str | None], list[_Lease]] = {}
+        self._clients: dict[tuple[str | None, str | None], tuple[ClosableLLM, bool]] = {}
         self._opening = trio.Lock()
 
     async def __aenter__(self) -> _ModelClients:
@@ -369,38 +355,29 @@ class _ModelClients:
 
     async def __aexit__(self, *exc_info: object) -> None:
         with trio.CancelScope(shield=True):
-            for leases in self._leases.values():
-                for lease in leases:
-                    with trio.move_on_after(5):
-                        await lease.client.aclose()
-        self._leases.clear()
+            for client, _ in self._clients.values():
+                with trio.move_on_after(5):
+                    await client.aclose()
+        self._clients.clear()
 
     @asynccontextmanager
     async def lease(
         self, provider: str | None, model_id: str | None
     ) -> AsyncIterator[tuple[LLM, bool]]:
-        """A client of the model (the project's default for None, None) for one session.
+        """The client of the model (the project's default for None, None) for one session.
 
         With it, whether the model takes images, read once per client rather than
         once per session.
         """
         key = (provider, model_id)
-        async with self._opening:
-            leases = self._leases.setdefault(key, [])
-            free = [lease for lease in leases if lease.users < SESSIONS_PER_CLIENT]
-            if free:
-                lease = min(free, key=lambda lease: lease.users)
-            else:
-                client, vision = await trio.to_thread.run_sync(
-                    self._open_client, provider, model_id
-                )
-                lease = _Lease(client, vision)
-                leases.append(lease)
-            lease.users += 1
-        try:
-            yield lease.client, lease.vision
-        finally:
-            lease.users -= 1
+        opened = self._clients.get(key)
+        if opened is None:
+            async with self._opening:
+                opened = self._clients.get(key)
+                if opened is None:
+                    opened = await trio.to_thread.run_sync(self._open_client, provider, model_id)
+                    self._clients[key] = opened
+        yield opened
 
     def _open_client(self, provider: str | None, model_id: str | None) -> tuple[ClosableLLM, bool]:
         entry = cfg.resolve_model(

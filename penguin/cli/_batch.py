@@ -124,7 +124,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="W",
-        help="Ray workers (default: one per cluster CPU, at most one per N tasks)",
+        help="worker processes: local ones (default: this process alone), or Ray's "
+        "(default: one per cluster CPU, at most one per N tasks)",
     )
     parser.add_argument(
         "--gather-traces",

@@ -5,8 +5,9 @@ true`` and ``stream_options.include_usage`` and streams the answer as OmniMessag
 (reference D6). That one protocol reaches OpenAI and the OpenAI-compatible servers:
 vLLM, SGLang, ollama, llama.cpp, DeepSeek, OpenRouter and the like.
 
-This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance, the
-request, the reads and the error classification at the edge. The pieces it drives
+This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance (its
+connections are the Trio run's shared pool, ``_transport``), the request, the reads and
+the error classification at the edge. The pieces it drives
 are pure and tested alone: ``_chat_request`` builds the body, ``_sse`` splits the
 bytes into events, ``_chat_stream`` decodes them and ``_assemble`` keeps the
 fragment discipline.
@@ -52,8 +53,11 @@ from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Final, Self, final
 
+import attrs
 import httpx
 import trio
+
+from penguin import protocol as om
 
 from ._assemble import StreamAssembler
 from ._chat_request import REASONING_EFFORTS, chat_completions_body
@@ -67,6 +71,7 @@ from ._errors import LLMStreamError
 from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
 from ._response import Emit, open_response
 from ._sse import SSEParser
+from ._transport import shared_transport
 
 __all__ = ["OpenAIChatLLM"]
 
@@ -74,6 +79,10 @@ _MAX_ERROR_BODY: Final = 64 * 1024
 _DRAIN_GRACE: Final = 0.5
 """Seconds to wait for the end of the body after ``[DONE]`` (to reuse the connection)."""
 """How much of an error response is read for its message."""
+_TOOL_LISTS_KEPT: Final = 8
+"""Encoded tool lists a client keeps (most recently used first)."""
+_TOOLS_PLACEHOLDER: Final = f"\0penguin-tools-{secrets.token_hex(8)}\0"
+_TOOLS_PLACEHOLDER_JSON: Final = json.dumps(_TOOLS_PLACEHOLDER).encode()
 
 
 @final
@@ -132,6 +141,7 @@ class OpenAIChatLLM:
             request_headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.AsyncClient(
             headers=request_headers,
+            transport=shared_transport(),
             timeout=httpx.Timeout(
                 connect=connect_timeout,
                 read=read_timeout,
@@ -140,6 +150,7 @@ class OpenAIChatLLM:
             ),
         )
         self._issued_ids: set[str] = set()
+        self._tools_json: list[tuple[tuple[om.ToolDefinition, ...], bytes]] = []
 
     @property
     def model(self) -> ModelRef:
@@ -169,20 +180,50 @@ class OpenAIChatLLM:
     @asynccontextmanager
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMResponse]:
         """Send ``request`` and stream the answer; see the module doc for the outcomes."""
-        body = chat_completions_body(
-            request,
-            model_id=self._model.model_id,
-            reasoning_efforts=self._reasoning_efforts,
-            return_reasoning=self._return_reasoning,
-            extra_body=self._extra_body,
-        )
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = self._body(request)
 
         async def produce(emit: Emit) -> LLMOutcome:
             return await self._produce(content, emit)
 
         async with open_response(produce) as response:
             yield response
+
+    def _body(self, request: LLMRequest) -> bytes:
+        """The request body's bytes; the ``tools`` array encoded once per tool list.
+
+        The array is the same for every request of a session (and of sessions alike),
+        and the bulk of a short conversation's body: it is encoded once, kept, and put
+        where a placeholder stands, so the bytes are exactly those of one encoding.
+        """
+        options: dict[str, Any] = {
+            "model_id": self._model.model_id,
+            "reasoning_efforts": self._reasoning_efforts,
+            "return_reasoning": self._return_reasoning,
+            "extra_body": self._extra_body,
+        }
+        if not request.tools or (self._extra_body is not None and "tools" in self._extra_body):
+            return _encode(chat_completions_body(request, **options))
+        body = chat_completions_body(attrs.evolve(request, tools=()), **options)
+        ordered: dict[str, Any] = {}
+        for key, value in body.items():  # "tools" where chat_completions_body puts it
+            ordered[key] = value
+            if key == "stream_options":
+                ordered["tools"] = _TOOLS_PLACEHOLDER
+        encoded = _encode(ordered)
+        at = encoded.rfind(_TOOLS_PLACEHOLDER_JSON)
+        tools = self._encoded_tools(request.tools)
+        return encoded[:at] + tools + encoded[at + len(_TOOLS_PLACEHOLDER_JSON) :]
+
+    def _encoded_tools(self, tools: tuple[om.ToolDefinition, ...]) -> bytes:
+        for index, (known, encoded) in enumerate(self._tools_json):
+            if known is tools or known == tools:
+                if index:  # most recently used first
+                    self._tools_json.insert(0, self._tools_json.pop(index))
+                return encoded
+        encoded = _encode(chat_completions_body(LLMRequest("", (), tools), model_id="")["tools"])
+        self._tools_json.insert(0, (tools, encoded))
+        del self._tools_json[_TOOL_LISTS_KEPT:]
+        return encoded
 
     def _tool_call_id(self, server_id: str | None) -> str:
         call_id = server_id
@@ -302,6 +343,10 @@ def _os_reason(error: BaseException) -> str:
             pending.extend(current.exceptions)
         pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return str(error) or type(error).__name__
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 async def _unwind(chunks: AsyncIterator[bytes]) -> None:

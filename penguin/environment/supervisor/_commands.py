@@ -84,8 +84,9 @@ from ._process import (
     kill_marked,
     signal_group,
     spawn_process,
+    sweep_marked,
 )
-from ._proctable import OWNER_VARIABLE
+from ._proctable import OWNER_VARIABLE, started_from_now
 from ._registry import (
     COMMAND_SESSION_CAP,
     IDLE_REAP_AFTER,
@@ -609,6 +610,7 @@ class CommandSupervisor:
         self._probe_started = False
         self._closed = False
         self._spawned_any = False
+        self._sweep_since = 0.0
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
@@ -750,6 +752,8 @@ class CommandSupervisor:
     ) -> Callable[..., Awaitable[None]]:
         """The session's task, counted live from now on (for ``nursery.start``/``start_soon``)."""
         self._live.add(session)
+        if not self._spawned_any:
+            self._sweep_since = started_from_now()  # every marked process starts later
         self._spawned_any = True
         return partial(
             session.run,
@@ -992,4 +996,4 @@ class CommandSupervisor:
             for session in live:
                 await session.ended.wait()
             if self._spawned_any:  # only a spawn can have left a marked process behind
-                await trio.to_thread.run_sync(partial(kill_marked, f"{self.tag}/", prefix=True))
+                await sweep_marked(f"{self.tag}/", prefix=True, newer_than=self._sweep_since)

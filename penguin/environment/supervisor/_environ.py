@@ -41,7 +41,7 @@ from penguin._errors import PenguinError
 from penguin._log import logger as _logger
 
 from ._process import signal_group, wait_exited
-from ._proctable import read_process_table
+from ._proctable import shared_scan
 
 __all__ = [
     "HARDENED",
@@ -247,19 +247,19 @@ class _DumpTooLarge(PenguinError):
     """The login probe printed more than `_DUMP_LIMIT` bytes: the probe has failed."""
 
 
-def _has_live_members(pgid: int) -> bool:
-    """Whether a live process is left in group ``pgid`` (blocking).
+async def _has_live_members(pgid: int) -> bool:
+    """Whether a live process is left in group ``pgid``, by a read shared with others.
 
     Zombies do not count: they may wait for ever for a parent that never reaps them
     (PID 1 in some containers).
     """
-    return bool(read_process_table(math.inf).group(pgid))
+    return bool((await shared_scan().read(math.inf)).group(pgid))
 
 
 async def _group_ended(pgid: int) -> None:
     """Wait until no live process is left in the group (the caller bounds the wait)."""
     interval = 0.005
-    while await trio.to_thread.run_sync(_has_live_members, pgid):
+    while await _has_live_members(pgid):
         await trio.sleep(interval)
         interval = min(interval * 2, 0.05)
 

@@ -102,6 +102,7 @@ __all__ = [
     "kill_marked",
     "signal_group",
     "spawn_process",
+    "sweep_marked",
     "wait_exited",
 ]
 
@@ -446,4 +447,27 @@ def kill_marked(owner: str, *, prefix: bool) -> int:
         for entry in fresh:
             killed.add(entry.identity)
             total += send_signal(entry, signal.SIGKILL)
+    return total
+
+
+async def sweep_marked(owner: str, *, prefix: bool, newer_than: float = 0.0) -> int:
+    """:func:`kill_marked` through the Trio run's shared table reads; return how many.
+
+    The first read gathers the sweeps and process-tree ends of the next
+    :data:`GATHER_WINDOW` (a closing supervisor is in no hurry), so sessions that end
+    together walk ``/proc`` once between them. ``newer_than`` (a start time, see
+    ``_proctable.started_from_now``) spares reading the environment of older processes.
+    """
+    shared = shared_scan()
+    killed: set[tuple[int, float]] = set()
+    total = 0
+    table = await shared.read_gathered(GATHER_WINDOW, newer_than)
+    for _ in range(SWEEP_ROUNDS):
+        fresh = [e for e in table.marked(owner, prefix=prefix) if e.identity not in killed]
+        if not fresh:
+            break
+        for entry in fresh:
+            killed.add(entry.identity)
+            total += send_signal(entry, signal.SIGKILL)
+        table = await shared.read(newer_than)
     return total

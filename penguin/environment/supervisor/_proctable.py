@@ -28,6 +28,7 @@ import math
 import os
 import signal
 import sys
+import time
 from typing import Final
 
 import attrs
@@ -43,6 +44,7 @@ __all__ = [
     "send_signal",
     "shared_scan",
     "start_of",
+    "started_from_now",
 ]
 
 OWNER_VARIABLE: Final = "PENGUIN_OWNER"
@@ -210,6 +212,19 @@ def start_of(pid: int) -> float:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:
         return 0.0
+
+
+def started_from_now() -> float:
+    """A start time below that of every process started from now on (0: no filter known).
+
+    On Linux, the boot-time clock in clock ticks, less two: a table entry's start time is
+    that clock at the process's start, truncated to ticks. A marker sweep reads the
+    environment only of processes at or above it (see :func:`read_process_table`).
+    """
+    if _PROCFS and hasattr(time, "CLOCK_BOOTTIME"):
+        ticks = os.sysconf("SC_CLK_TCK")
+        return float(max(0, math.floor(time.clock_gettime(time.CLOCK_BOOTTIME) * ticks) - 2))
+    return 0.0
 
 
 # --------------------------------------------------------------------------- identity

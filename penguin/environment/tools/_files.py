@@ -406,6 +406,17 @@ def secret_store_name(resolved: str) -> str | None:
     lexical = os.path.basename(resolved).lower()
     if lexical in SECRET_FILE_NAMES:
         return lexical
+    if os.path.isabs(resolved) and os.path.normpath(resolved) == resolved:
+        # The real path's last name differs from the lexical one only when the path's
+        # last component is a symlink (earlier ones change the directory, not the
+        # name): one lstat instead of realpath's lstat of every component.
+        try:
+            if not stat.S_ISLNK(os.lstat(resolved).st_mode):
+                return None
+        except FileNotFoundError:
+            return None  # nothing there: realpath keeps the name as written
+        except (OSError, ValueError):
+            pass  # realpath below decides
     try:
         real = os.path.basename(os.path.realpath(resolved)).lower()
     except (OSError, ValueError):

@@ -1,0 +1,247 @@
+"""The local backend on every core: the tasks split over worker processes of this machine.
+
+One Trio loop drives one core. With ``workers`` above 1, :func:`run_in_processes`
+splits the tasks into one share per worker (every ``workers``-th task, as the Ray
+backend does) and starts one ``python -m penguin.batch._processes`` per share, each
+running :func:`~._runner.run_tasks` on its share with up to ``concurrency`` sessions.
+Nothing but pipes between them: the driver writes the settings and the share to the
+worker's stdin as JSON lines, and the worker writes one JSON line to stdout per task
+that starts (``{"started": id}``) and per result (``{"result": {...}}``).
+
+Stopping: when the batch's interrupt is set the driver writes ``interrupt`` to every
+worker (its tasks close out gracefully, waiting ones never start, as locally); when
+the driver itself is cancelled it writes ``stop`` (every session is cancelled and
+still ends its processes), waits up to :data:`STOP_GRACE_S`, then kills the worker.
+A worker whose stdin ends (the driver died) stops the same way.
+
+A worker that exits before it reported every task of its share — it crashed, or was
+killed — leaves those tasks an ``error`` result saying so; the others keep theirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from penguin._concurrency import collapse_single
+from penguin._log import warn
+
+from ._results import BatchResult
+from ._runner import BatchSettings, error_result, run_tasks
+from ._tasks import BatchTask
+
+__all__ = ["STOP_GRACE_S", "run_in_processes"]
+
+STOP_GRACE_S: Final = 20.0
+"""How long a stopped worker gets to end its sessions before it is killed."""
+
+
+def _settings_line(settings: BatchSettings) -> dict[str, Any]:
+    return {
+        "root": None if settings.root is None else str(settings.root),
+        "project_id": settings.project_id,
+        "agent_id": settings.agent_id,
+        "concurrency": settings.concurrency,
+        "approve": settings.approve,
+        "provider": settings.provider,
+        "model_id": settings.model_id,
+        "max_turns": settings.max_turns,
+        "timeout_s": settings.timeout_s,
+    }
+
+
+async def run_in_processes(
+    tasks: Sequence[BatchTask],
+    settings: BatchSettings,
+    *,
+    workers: int,
+    emit: Callable[[BatchResult], Awaitable[None]],
+    interrupt: trio.Event,
+    on_start: Callable[[BatchTask], None] | None = None,
+) -> None:
+    """Run ``tasks`` on ``workers`` processes, ``emit``-ting each result as it arrives."""
+    count = max(1, min(workers, len(tasks)))
+    shares = [list(tasks[index::count]) for index in range(count)]
+    with collapse_single():
+        async with trio.open_nursery() as nursery:
+            for share in shares:
+                if share:
+                    nursery.start_soon(_drive, share, settings, emit, interrupt, on_start)
+
+
+async def _drive(
+    share: list[BatchTask],
+    settings: BatchSettings,
+    emit: Callable[[BatchResult], Awaitable[None]],
+    interrupt: trio.Event,
+    on_start: Callable[[BatchTask], None] | None,
+) -> None:
+    by_id = {task.id: task for task in share}
+    reported: set[str] = set()
+    lines = [json.dumps(_settings_line(settings))]
+    lines += [json.dumps(task.to_json()) for task in share]
+    lines.append("run")
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "penguin.batch._processes"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    said: set[str] = set()
+
+    async def say(word: str) -> None:
+        if word in said:
+            return
+        said.add(word)
+        # A worker that is gone cannot be told; its exit says what happened.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await stdin.send_all(f"{word}\n".encode())
+
+    try:
+        await stdin.send_all(("\n".join(lines) + "\n").encode())
+        async with trio.open_nursery() as nursery:
+
+            async def forward_interrupt() -> None:
+                await interrupt.wait()
+                await say("interrupt")
+
+            nursery.start_soon(forward_interrupt)
+            buffer = b""
+            while True:
+                chunk = await stdout.receive_some(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                *complete, buffer = buffer.split(b"\n")
+                for line in complete:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if "started" in event:
+                        task = by_id.get(event["started"])
+                        if task is not None and on_start is not None:
+                            on_start(task)
+                    elif "result" in event:
+                        result = BatchResult.from_json(event["result"])
+                        if result.id in by_id and result.id not in reported:
+                            reported.add(result.id)
+                            await emit(result)
+            nursery.cancel_scope.cancel()
+        code = await process.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                await say("stop")
+                with trio.move_on_after(STOP_GRACE_S):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            await stdin.aclose()
+            await stdout.aclose()
+    if interrupt.is_set():
+        return  # interrupted: tasks that did not run have no result (``--resume``)
+    for task in share:
+        if task.id not in reported:
+            await emit(error_result(task, f"its worker process exited with status {code}"))
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+async def _worker_main() -> None:
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    out = trio.lowlevel.FdStream(os.dup(1))
+    buffer = b""
+    lines: list[bytes] = []
+    while b"run" not in lines:
+        chunk = await stdin.receive_some(65536)
+        if not chunk:
+            return  # the driver went away before sending the share
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        lines += [line.strip() for line in complete]
+    header, *rest = lines
+    share_lines = rest[: rest.index(b"run")]
+    wire = json.loads(header)
+    settings = BatchSettings(
+        root=None if wire["root"] is None else Path(wire["root"]),
+        project_id=wire["project_id"],
+        agent_id=wire["agent_id"],
+        concurrency=wire["concurrency"],
+        approve=wire["approve"],
+        provider=wire["provider"],
+        model_id=wire["model_id"],
+        max_turns=wire["max_turns"],
+        timeout_s=wire["timeout_s"],
+    )
+    share = [BatchTask.from_json(json.loads(line)) for line in share_lines]
+    interrupt = trio.Event()
+    # One writer, in order: a task's "started" line always comes before its result.
+    send, receive = trio.open_memory_channel[dict[str, Any]](math.inf)
+
+    async def emit(result: BatchResult) -> None:
+        await send.send({"result": result.to_json()})
+
+    def on_start(task: BatchTask) -> None:
+        send.send_nowait({"started": task.id})
+
+    async def writer() -> None:
+        async for event in receive:
+            await out.send_all((json.dumps(event, ensure_ascii=False) + "\n").encode())
+
+    work = trio.CancelScope()
+
+    async def listen() -> None:
+        pending = buffer
+        while True:
+            for line in pending.split(b"\n"):
+                word = line.strip()
+                if word == b"interrupt":
+                    interrupt.set()
+                elif word == b"stop":
+                    interrupt.set()
+                    work.cancel()
+            pending = await stdin.receive_some(4096)
+            if not pending:  # the driver is gone: stop, as on "stop"
+                interrupt.set()
+                work.cancel()
+                return
+
+    async with trio.open_nursery() as outer:
+        outer.start_soon(writer)  # ends once ``send`` is closed and everything is written
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listen)
+            with work:
+                await run_tasks(share, settings, emit=emit, interrupt=interrupt, on_start=on_start)
+            nursery.cancel_scope.cancel()
+        send.close()
+    with trio.CancelScope(shield=True):
+        await out.aclose()
+
+
+def _main() -> None:
+    try:
+        trio.run(_worker_main)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # a crash: the driver gives the share's other tasks an error
+        warn(f"[penguin] batch worker process failed: {type(exc).__name__}: {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    _main()
+    sys.exit(0)

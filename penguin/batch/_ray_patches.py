@@ -1,0 +1,90 @@
+"""Every reach of the Ray backend into Ray's private modules, one function per patch.
+
+Ray has no public switch for these; each is pinned to the Ray it was written against
+(``ray==2.60.0``, the one ``penguin[ray]`` installs here) and says which test shows it
+still holds. When Ray moves one of these names, the test named beside it fails first.
+Nothing else in ``penguin.batch`` imports a ``ray._private`` or ``ray._raylet`` name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["keep_loopback", "quiet_init", "reread_ray_config", "restore_cluster_flag"]
+
+
+class _OffMainThreadNotice(logging.Filter):
+    """Drops Ray's notice that ``ray.init`` off the main thread sets no SIGTERM handler.
+
+    The driver calls ``ray.init`` in a worker thread on purpose, and the signals of
+    the process belong to the command line, not to Ray.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
+@contextlib.contextmanager
+def quiet_init() -> Iterator[None]:
+    """Around ``ray.init``: its off-the-main-thread notice kept off the user's terminal.
+
+    Patch: a filter on the logger of ``ray._private.worker`` (Ray 2.x up to 2.60.0 logs
+    the notice there; Ray without that logger is left alone). Shown by no test of its
+    own: the batch CLI tests (``tests/batch/test_ray.py``) only see that stderr holds
+    no traceback; the notice is a plain line.
+    """
+    ray_logger: logging.Logger | None = getattr(
+        importlib.import_module("ray._private.worker"), "logger", None
+    )
+    if ray_logger is None:
+        yield
+        return
+    notice = _OffMainThreadNotice()
+    ray_logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        ray_logger.removeFilter(notice)
+
+
+def reread_ray_config() -> None:
+    """Make an already imported Ray read its ``RAY_*`` configuration again.
+
+    Patch: ``ray._raylet.Config.initialize("")`` (Ray 2.60.0 reads the environment
+    once, at import). Needed when the batch's local cluster changes ``RAY_AUTH_*`` in a
+    process that imported Ray before; ``test_b2_4_a_local_cluster_is_started_on_loopback_
+    and_stopped_after`` runs the whole local cluster with token authentication.
+    """
+    raylet: Any = importlib.import_module("ray._raylet")
+    raylet.Config.initialize("")
+
+
+def keep_loopback(ray: Any) -> None:
+    """Make this process's Ray keep a node address of 127.0.0.1.
+
+    Patch: ``ray._private.ray_constants.ENABLE_RAY_CLUSTER = False`` (Ray 2.60.0 turns
+    127.0.0.1 into the machine's public address unless multi-node clusters are off, and
+    reads that flag at import). Shown by ``test_b2_4_a_local_cluster_is_started_on_
+    loopback_and_stopped_after``: every socket of the cluster listens on 127.0.0.1.
+    """
+    constants: Any = importlib.import_module("ray._private.ray_constants")
+    constants.ENABLE_RAY_CLUSTER = False
+
+
+def restore_cluster_flag() -> None:
+    """Undo :func:`keep_loopback` once the local cluster is gone (the flag from the env).
+
+    Patch: the same ``ray._private.ray_constants`` names as :func:`keep_loopback`, read
+    back with Ray's own ``env_bool`` (Ray 2.60.0). Shown by the same test: the cluster's
+    processes are all gone after the batch, and a later batch in the process starts again.
+    """
+    constants: Any = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = constants.env_bool(
+            constants.ENABLE_RAY_CLUSTERS_ENV_VAR, not constants.IS_WINDOWS_OR_OSX
+        )

@@ -1,0 +1,174 @@
+"""The model clients' HTTP connections: one pool per Trio run, kept in small shards.
+
+What this module owns:
+
+- **One pool for every model client of a Trio run** (:func:`shared_transport`): the
+  clients of one batch, one server or one chat each hand their requests to it, so a
+  process holds one connection per request in flight (and a few idle ones), not one
+  pool per client or per session. Each client holds a lease (:class:`ClientTransport`);
+  the pool opens at a lease's first request (inside the run, so a client may be built
+  outside it or in a worker thread) and closes when the last lease is closed.
+- **Plain ``http://`` servers** (a model on the same network) get the lean exchange of
+  ``_http11`` (one write per request, the response parsed here, the one connection
+  taken checked instead of every idle one); everything else goes through httpcore:
+- **Shards of :data:`SHARD_CONNECTIONS`**: httpcore looks at every connection of its pool
+  for each request it places and each response it closes (a readability poll per idle
+  connection), so a single pool of 256 connections costs 256 polls a request. The pool
+  is a list of small ``httpx.AsyncHTTPTransport`` s instead; a request goes to the
+  least busy shard with room, and a new shard opens when all are full. A connection a
+  server closed while idle is still noticed (by its shard's poll) before it is used.
+- **One TLS context per process** (:func:`_tls_context`), made the way httpx makes its
+  default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured) on first use, not per client.
+
+What it does not own: requests, timeouts, headers and error classification
+(``_openai``); proxies from the environment stay httpx's (its client mounts them).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from typing import Final, final
+
+import httpx
+import trio
+
+from ._http11 import PlainPool
+
+__all__ = ["SHARD_CONNECTIONS", "ClientTransport", "shared_transport"]
+
+SHARD_CONNECTIONS: Final = 8
+"""Requests in flight (and idle connections kept) per shard of the pool."""
+KEEPALIVE_EXPIRY: Final = 5.0
+"""Seconds an idle connection is kept (httpx's default)."""
+
+_TLS: list[ssl.SSLContext] = []
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The process's TLS context for model servers (httpx's default one, made once)."""
+    if not _TLS:
+        _TLS.append(httpx.create_ssl_context(trust_env=True))
+    return _TLS[0]
+
+
+@final
+class _Shard:
+    def __init__(self) -> None:
+        self.transport = httpx.AsyncHTTPTransport(
+            verify=_tls_context(),
+            limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=SHARD_CONNECTIONS,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
+            ),
+        )
+        self.active = 0
+
+
+@final
+class _Released(httpx.AsyncByteStream):
+    """A response body that gives its shard's slot back once, when it is closed."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, shard: _Shard) -> None:
+        self._stream = stream
+        self._shard: _Shard | None = shard
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        shard, self._shard = self._shard, None
+        if shard is not None:
+            shard.active -= 1
+        await self._stream.aclose()
+
+
+@final
+class _Pool:
+    """The shards of one Trio run, and how many leases hold them."""
+
+    def __init__(self) -> None:
+        self.plain = PlainPool(KEEPALIVE_EXPIRY)
+        self.shards: list[_Shard] = []
+        self.leases = 0
+        self.closed = False
+
+    def pick(self) -> _Shard:
+        best: _Shard | None = None
+        for shard in self.shards:
+            if shard.active < SHARD_CONNECTIONS and (best is None or shard.active < best.active):
+                best = shard
+        if best is None:
+            best = _Shard()
+            self.shards.append(best)
+        return best
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        if self.plain.handles(request):
+            return await self.plain.send(request)
+        shard = self.pick()
+        shard.active += 1
+        try:
+            response = await shard.transport.handle_async_request(request)
+        except BaseException:
+            shard.active -= 1
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _Released(response.stream, shard)
+        return response
+
+    async def aclose(self) -> None:
+        self.closed = True  # the run's next lease opens a new pool
+        shards, self.shards = self.shards, []
+        with trio.CancelScope(shield=True):
+            await self.plain.aclose()
+            for shard in shards:
+                await shard.transport.aclose()
+
+
+_POOL: Final = trio.lowlevel.RunVar[_Pool]("penguin_llm_pool")
+
+
+@final
+class ClientTransport(httpx.AsyncBaseTransport):
+    """One client's lease of its Trio run's pool (an ``httpx`` transport).
+
+    The lease is taken at the first request and given back by :meth:`aclose`; the
+    last lease given back closes the pool's connections.
+    """
+
+    def __init__(self) -> None:
+        self._pool: _Pool | None = None
+        self._closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._closed:
+            raise RuntimeError("the model client is closed")
+        pool = self._pool
+        if pool is None:
+            try:
+                pool = _POOL.get()
+            except LookupError:
+                pool = None
+            if pool is None or pool.closed:
+                pool = _Pool()
+                _POOL.set(pool)
+            pool.leases += 1
+            self._pool = pool
+        return await pool.send(request)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        pool.leases -= 1
+        if pool.leases == 0:
+            await pool.aclose()
+
+
+def shared_transport() -> ClientTransport:
+    """A new lease of the current Trio run's pool, for one model client."""
+    return ClientTransport()

@@ -1,0 +1,100 @@
+"""Issue 20.2: the local backend on every core (``workers`` above 1: worker processes)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from penguin import batch
+from penguin.batch import BatchResult, BatchTask, run_batch
+from penguin.llm import testing as t
+
+from .scripted import TaskScripts, configure_model, exec_reply, logged_exec, prompt, read_log
+from .test_runner import processes_with, wait_until
+
+
+@pytest.fixture
+async def model(tmp_path: Path) -> AsyncIterator[tuple[TaskScripts, Path]]:
+    scripts = TaskScripts()
+    async with t.serve_openai_compatible(scripts) as server:
+        root = tmp_path / "root"
+        configure_model(root, server.base_url)
+        yield scripts, root
+
+
+async def _run(ids: list[str], root: Path, workers: int) -> dict[str, BatchResult]:
+    tasks = [BatchTask(id=task_id, prompt=prompt(task_id)) for task_id in ids]
+    async with run_batch(tasks, root=root, concurrency=4, workers=workers) as stream:
+        return {result.id: result async for result in stream}
+
+
+async def test_20_2_local_workers_run_the_tasks_in_that_many_processes(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "parents.log"
+    ids = [f"t{n}" for n in range(6)]
+    for task_id in ids:  # each command's parent is the process running its session
+        scripts.scripts[task_id] = [
+            exec_reply(f'echo "{task_id} $PPID" >> {shlex.quote(str(log))}')
+        ]
+    results = await _run(ids, root, workers=2)
+    assert sorted(results) == ids
+    assert {r.status for r in results.values()} == {"completed"}
+    assert {r.final_text for r in results.values()} == {f"done {i}" for i in ids}
+    parents = dict(line.split() for line in log.read_text().splitlines())
+    assert sorted(parents) == ids
+    assert len(set(parents.values())) == 2  # two worker processes
+    assert str(os.getpid()) not in parents.values()  # and not this one
+    assert parents["t0"] == parents["t2"] == parents["t4"]  # every second task: one share
+
+
+async def test_20_2_a_worker_process_that_dies_leaves_its_tasks_an_error(
+    model: tuple[TaskScripts, Path],
+) -> None:
+    scripts, root = model
+    scripts.scripts["a"] = [exec_reply("kill -9 $PPID")]
+    results = await _run(["a", "b"], root, workers=2)
+    assert results["b"].status == "completed"
+    assert results["a"].status == "error"
+    assert results["a"].error == "its worker process exited with status -9"
+
+
+async def test_20_2_an_interrupt_reaches_every_worker_process(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = ["r1", "r2", "w1", "w2"]  # shares: r1, w1 and r2, w2; one session each at once
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 31.562")]
+    interrupt = trio.Event()
+    progress = batch.BatchProgress(total=4)
+    results: list[BatchResult] = []
+    async with trio.open_nursery() as nursery:
+
+        async def consume() -> None:
+            async with run_batch(
+                [BatchTask(id=i, prompt=prompt(i)) for i in ids],
+                root=root,
+                concurrency=1,
+                workers=2,
+                interrupt=interrupt,
+                progress=progress,
+            ) as stream:
+                async for result in stream:
+                    results.append(result)
+
+        nursery.start_soon(consume)
+        await wait_until(lambda: len(read_log(log)) == 2 and progress.running == 2, within=60)
+        interrupt.set()
+    assert sorted(r.id for r in results) == ["r1", "r2"]
+    assert {r.status for r in results} == {"aborted"}
+    assert {r.error for r in results} == {"interrupted"}
+    assert processes_with("sleep 31.562") == []
+    assert (progress.done, progress.running) == (2, 0)
