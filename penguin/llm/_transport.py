@@ -8,9 +8,6 @@ What this module owns:
   pool per client or per session. Each client holds a lease (:class:`ClientTransport`);
   the pool opens at a lease's first request (inside the run, so a client may be built
   outside it or in a worker thread) and closes when the last lease is closed.
-- **Plain ``http://`` servers** (a model on the same network) get the lean exchange of
-  ``_http11`` (one write per request, the response parsed here, the one connection
-  taken checked instead of every idle one); everything else goes through httpcore:
 - **Shards of :data:`SHARD_CONNECTIONS`**: httpcore looks at every connection of its pool
   for each request it places and each response it closes (a readability poll per idle
   connection), so a single pool of 256 connections costs 256 polls a request. The pool
@@ -32,8 +29,6 @@ from typing import Final, final
 
 import httpx
 import trio
-
-from ._http11 import PlainPool
 
 __all__ = ["SHARD_CONNECTIONS", "ClientTransport", "shared_transport"]
 
@@ -90,7 +85,6 @@ class _Pool:
     """The shards of one Trio run, and how many leases hold them."""
 
     def __init__(self) -> None:
-        self.plain = PlainPool(KEEPALIVE_EXPIRY)
         self.shards: list[_Shard] = []
         self.leases = 0
         self.closed = False
@@ -106,8 +100,6 @@ class _Pool:
         return best
 
     async def send(self, request: httpx.Request) -> httpx.Response:
-        if self.plain.handles(request):
-            return await self.plain.send(request)
         shard = self.pick()
         shard.active += 1
         try:
@@ -123,7 +115,6 @@ class _Pool:
         self.closed = True  # the run's next lease opens a new pool
         shards, self.shards = self.shards, []
         with trio.CancelScope(shield=True):
-            await self.plain.aclose()
             for shard in shards:
                 await shard.transport.aclose()
 
