@@ -23,7 +23,7 @@ itself is pure (``CommandPolicy.match``); this module only sequences it.
 
 from __future__ import annotations
 
-from typing import final
+from typing import Final, Protocol, final, runtime_checkable
 
 import attrs
 
@@ -33,14 +33,22 @@ from penguin.protocol._approve import VERDICTS, consult, resolve
 from ._policy import CommandPolicy
 
 __all__ = [
+    "DENIED_BY_POLICY",
+    "DENIED_BY_USER",
     "VERDICTS",
     "Approval",
     "PolicyApprover",
     "consult",
     "decide",
+    "denial_output",
     "resolve",
     "with_command_policy",
 ]
+
+DENIED_BY_USER: Final = "Tool call denied by user."
+"""The output a denied call answers the model with (reference 5.4), when no reason is given."""
+DENIED_BY_POLICY: Final = "Tool call denied by policy."
+"""The output a ``forbidden`` call answers the model with (reference 5.4)."""
 
 
 @final
@@ -50,24 +58,49 @@ class Approval:
 
     ``policy_rule`` is the rule's name when the command policy answered
     ``forbidden`` on its own, and ``None`` whenever the verdict came from an approver
-    (even a ``forbidden`` one).
+    (even a ``forbidden`` one). ``reason`` is what the person said when denying (a
+    ``deny`` only; see :func:`denial_output`).
     """
 
     verdict: om.ApprovalVerdict
     policy_rule: str | None = None
+    reason: str | None = None
+
+
+def denial_output(approval: Approval) -> str:
+    """The output a call that was not allowed answers the model with (reference 5.4).
+
+    ``Tool call denied by policy.`` for ``forbidden``; ``Tool call denied by user.``
+    for ``deny``, followed by `` Reason: REASON`` when the person gave one (chat.md
+    C5.4), so the model learns why.
+    """
+    if approval.verdict == "forbidden":
+        return DENIED_BY_POLICY
+    reason = (approval.reason or "").strip()
+    return f"{DENIED_BY_USER} Reason: {reason}" if reason else DENIED_BY_USER
+
+
+@runtime_checkable
+class _Decides(Protocol):
+    """An approver that can also say the rule or the reason behind its verdict."""
+
+    async def decide(self, call: om.OmniMessage[om.ToolCallPayload]) -> Approval: ...
 
 
 async def decide(
     approve: om.ApproveFn | None, call: om.OmniMessage[om.ToolCallPayload]
 ) -> Approval:
-    """Like :func:`consult`, but also reporting the policy rule behind a ``forbidden``.
+    """Like :func:`consult`, but also reporting the policy rule or the reason behind a verdict.
 
     When ``approve`` is a :class:`PolicyApprover` (also one wrapping another, as a
     child session's wrapper wraps its parent's) the rule name comes from whichever
-    policy matched; for any other approver ``policy_rule`` is ``None``.
+    policy matched; when it is the approver of :func:`penguin.approval.approver` (any
+    object with an async ``decide(call) -> Approval``) its outcome is taken whole,
+    reason included; for any other approver ``policy_rule`` and ``reason`` are ``None``.
     """
-    if isinstance(approve, PolicyApprover):
-        return await approve.decide(call)
+    candidate: object = approve
+    if isinstance(candidate, _Decides):
+        return await candidate.decide(call)
     return Approval(await consult(approve, call))
 
 

@@ -42,7 +42,13 @@ from ._errors import PolicyPatternError
 from ._factory import FACTORY_RULES
 from ._rules import PolicyRule
 
-__all__ = ["EVALUATED_ARGUMENTS", "CommandPolicy", "command_of", "command_variants"]
+__all__ = [
+    "EVALUATED_ARGUMENTS",
+    "CommandPolicy",
+    "command_of",
+    "command_segments",
+    "command_variants",
+]
 
 EVALUATED_ARGUMENTS: Final[Mapping[str, str]] = MappingProxyType(
     {"exec_command": "cmd", "input_command": "chars"}
@@ -52,6 +58,7 @@ EVALUATED_ARGUMENTS: Final[Mapping[str, str]] = MappingProxyType(
 _CTRL_C: Final = "\x03"
 _WHITESPACE_RUN: Final = re.compile(r"\s+")
 _BACKSLASH_ESCAPE: Final = re.compile(r"\\(.)", re.DOTALL)
+_SEGMENT_END: Final = re.compile(r"[;&|\n\r]")
 
 
 def command_of(call: om.OmniMessage[om.ToolCallPayload]) -> str | None:
@@ -96,6 +103,22 @@ def command_variants(command: str) -> tuple[str, ...]:
     if unquoted and unquoted != literal:
         return (literal, unquoted)
     return (literal,)
+
+
+def command_segments(command: str) -> tuple[str, ...]:
+    """The segments of raw shell text ``command``, as the factory rules read them.
+
+    A segment is the text between ``;``, ``&`` and ``|`` (so ``&&`` and ``||`` end
+    one too, leaving an empty piece that is dropped); parentheses do not end one.
+    Newlines end a segment here as well — the shell starts a new command there, and
+    the rules, which collapse whitespace, reach across it only because a rule asks for
+    more than a first word. Each segment has its whitespace runs collapsed and its ends
+    trimmed; empty ones are left out. ``pytest -x && echo ok | tee log`` is
+    ``("pytest -x", "echo ok", "tee log")``.
+    """
+    pieces = _SEGMENT_END.split(command)
+    segments = (_WHITESPACE_RUN.sub(" ", piece).strip() for piece in pieces)
+    return tuple(segment for segment in segments if segment)
 
 
 def _rule_tuple(rules: Iterable[PolicyRule]) -> tuple[PolicyRule, ...]:

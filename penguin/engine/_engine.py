@@ -64,7 +64,13 @@ import trio
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin._log import warn
-from penguin.approval import Approval, CommandPolicy, decide, with_command_policy
+from penguin.approval import (
+    Approval,
+    CommandPolicy,
+    decide,
+    denial_output,
+    with_command_policy,
+)
 from penguin.llm import LLM, LLMOutcome, LLMRequest
 from penguin.trace import is_recordable
 
@@ -479,8 +485,7 @@ class Engine:
             tools.start_soon(self._run_tool, call, approve, interrupt, emit)
             return
         await emit(om.approval_decision(approval.verdict, call_id, approval.policy_rule))
-        reason = "policy" if approval.verdict == "forbidden" else "user"
-        await emit(om.tool_call_output(f"Tool call denied by {reason}.", call_id, "aborted"))
+        await emit(om.tool_call_output(denial_output(approval), call_id, "aborted"))
 
     async def _run_tool(
         self, call: ToolCall, approve: om.ApproveFn | None, interrupt: trio.Event, emit: Outlet
