@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from penguin.environment import ToolContext as ToolContext
     from penguin.environment import ToolResult as ToolResult
     from penguin.environment import WorkspaceError as WorkspaceError
+    from penguin.trace import SessionLockedError as SessionLockedError
 
 __all__ = [
     "Agent",
@@ -59,6 +60,7 @@ __all__ = [
     "EnvironmentConfig",
     "PenguinError",
     "Session",
+    "SessionLockedError",
     "SessionNotFoundError",
     "Tool",
     "ToolContext",
@@ -84,6 +86,7 @@ if not TYPE_CHECKING:
             "Agent": ".agent",
             "Session": ".agent",
             "SessionNotFoundError": ".agent",
+            "SessionLockedError": ".trace",
             "ToolDefinitionConfig": ".config",
             "Environment": ".environment",
             "EnvironmentClosedError": ".environment",

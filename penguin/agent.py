@@ -54,7 +54,14 @@ from penguin.environment import (
     ToolServices,
 )
 from penguin.llm import LLM, LLMRequest, LLMResponse, OpenAIChatLLM
-from penguin.trace import TraceWriter, find_session, read_trace
+from penguin.trace import (
+    SessionLock,
+    TraceLocation,
+    TraceWriter,
+    find_session,
+    lock_path,
+    read_trace,
+)
 
 __all__ = ["MAX_SUBAGENT_DEPTH", "Agent", "ChildSessionRunner", "Session", "SessionNotFoundError"]
 
@@ -122,6 +129,8 @@ class Agent:
         provider: str | None = None,
         model_id: str | None = None,
         vision: bool | None = None,
+        surface: str | None = None,
+        approval_mode: str | None = None,
     ) -> AsyncIterator[Session]:
         """Start a new session; leaving the block ends it (and everything it started).
 
@@ -129,7 +138,10 @@ class Agent:
         ``llm`` defaults to the project's default model (or ``provider`` +
         ``model_id``). ``vision`` says whether the model takes images (default: what
         the project's catalog says, else true); it picks read_image or
-        describe_image.
+        describe_image. While the block runs this process holds the session's lock
+        (chat.md C5.6), ``surface`` naming it to anyone refused (``"penguin chat"``).
+        ``approval_mode`` is recorded in the ``session_meta`` (C5.5), for a resume
+        to keep.
         """
         session_id = cfg.new_session_id()
         owned_llm: OpenAIChatLLM | None = None
@@ -142,29 +154,51 @@ class Agent:
         if vision is None:
             vision = _model_has_vision(self, llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
-        async with (
-            _closed_after(owned_llm),
-            _assemble(
-                self, session_id, workspace, llm, writer, vision=vision, ledger=None
-            ) as session,
-        ):
-            yield session
+        async with _closed_after(owned_llm):
+            with await _lock(writer.path, session_id, surface):
+                async with _assemble(
+                    self,
+                    session_id,
+                    workspace,
+                    llm,
+                    writer,
+                    vision=vision,
+                    ledger=None,
+                    approval_mode=approval_mode,
+                ) as session:
+                    yield session
 
     @asynccontextmanager
     async def resume_session(
-        self, session_id: str, llm: LLM | None = None, *, vision: bool | None = None
+        self,
+        session_id: str,
+        llm: LLM | None = None,
+        *,
+        vision: bool | None = None,
+        surface: str | None = None,
     ) -> AsyncIterator[Session]:
         """Reopen a session from its trace, continuing in the same file.
 
         The workspace and the model come from the trace's ``session_meta`` (pass
         ``llm`` to override the client). The replayed context, carry-over and
-        counters are exactly what the session had when it stopped.
+        counters are exactly what the session had when it stopped. Another process
+        holding the session open raises :class:`~penguin.SessionLockedError` naming it,
+        before anything is read; ``surface`` names this one while it holds the lock.
         """
         location = find_session(self.paths.traces_dir, session_id)
         if location is None:
             raise SessionNotFoundError(
                 f"no trace of session {session_id!r} under {self.paths.traces_dir}"
             )
+        with await _lock(location.path, session_id, surface):
+            async with self._resumed(location, llm, vision) as session:
+                yield session
+
+    @asynccontextmanager
+    async def _resumed(
+        self, location: TraceLocation, llm: LLM | None, vision: bool | None
+    ) -> AsyncIterator[Session]:
+        session_id = location.session_id
         records = await trio.to_thread.run_sync(read_trace, location.path)
         meta = next((m for m in records if om.is_session_meta(m)), None)
         if meta is None:
@@ -201,6 +235,12 @@ class Agent:
             ) as session,
         ):
             yield session
+
+
+async def _lock(trace_path: Path, session_id: str, surface: str | None) -> SessionLock:
+    """The session's writer lock, beside its trace; SessionLockedError when it is held."""
+    path = lock_path(trace_path, session_id)
+    return await trio.to_thread.run_sync(SessionLock.acquire, path, session_id, surface)
 
 
 def _model_has_vision(agent: Agent, llm: LLM) -> bool:
@@ -249,6 +289,7 @@ async def _assemble(
     ledger: Ledger | None,
     meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
     depth: int = 0,
+    approval_mode: str | None = None,
 ) -> AsyncIterator[Session]:
     paths = agent.paths
     tools = cfg.select_tools(agent.config.effective_builtin_tools(), vision=vision, depth=depth)
@@ -298,6 +339,7 @@ async def _assemble(
                     agent_state=str(paths.agent_state),
                     workspace=str(environment.workspace_dir),
                     source="subagent" if depth > 0 else None,
+                    approval_mode=approval_mode,
                 )
                 recorder.record(meta)
             else:

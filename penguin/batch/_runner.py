@@ -41,7 +41,7 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 from penguin.agent import Agent
-from penguin.approval import ApprovalMode, approver_for_mode
+from penguin.approval import ApprovalMode, approver
 from penguin.llm import LLM, OpenAIChatLLM
 
 from ._results import BatchResult, TokenTotals, status_of_run
@@ -292,9 +292,7 @@ class _TaskRunner:
             tally.trace_path = str(session.trace_path)
             if max_turns is not None:
                 session.engine.max_turns = max_turns
-            approve = approver_for_mode(
-                mode, ask=_nobody_to_ask, permission=session.environment.tool_permission
-            )
+            approve = approver(mode, session.environment.tool_permission)  # nobody to ask
             async with session.run(
                 [om.user_text(task.prompt)], approve=approve, interrupt=task_interrupt
             ) as stream:
@@ -305,11 +303,6 @@ class _TaskRunner:
             tally.run_error = result.error_message
             tally.turns = result.turns
             await session.flush_trace()
-
-
-async def _nobody_to_ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
-    # Only the asking modes call this, and a batch refuses them; deny, to be safe.
-    return "deny"
 
 
 def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:

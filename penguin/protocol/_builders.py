@@ -139,6 +139,7 @@ def session_meta(
     agent_state: str,
     workspace: str,
     source: SessionSource | None = None,
+    approval_mode: str | None = None,
 ) -> OmniMessage[SessionMetaPayload]:
     """The ``session_meta`` message that opens every trace file."""
     payload = SessionMetaPayload(
@@ -150,6 +151,7 @@ def session_meta(
         agent_state=agent_state,
         workspace=workspace,
         source=source,
+        approval_mode=approval_mode,
     )
     return OmniMessage(timestamp=now_iso(), type="session_meta", payload=payload)
 

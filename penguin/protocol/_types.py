@@ -144,6 +144,8 @@ class SessionMetaPayload:
     agent_state: str
     workspace: str
     source: SessionSource | None = None
+    approval_mode: str | None = None
+    """The approval mode the session was started with (chat.md C5.5); absent: not said."""
 
 
 # --------------------------------------------------------------------------- complete model_msg

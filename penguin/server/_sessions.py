@@ -49,7 +49,13 @@ from penguin._concurrency import collapse_single
 from penguin.agent import Agent, Session, SessionNotFoundError
 from penguin.approval import DEFAULT_APPROVAL_MODE
 from penguin.environment import WorkspaceError
-from penguin.trace import find_session, read_trace, trace_files, trace_locations
+from penguin.trace import (
+    SessionLockedError,
+    find_session,
+    read_trace,
+    trace_files,
+    trace_locations,
+)
 
 from ._approvals import ApprovalRegistry, PendingApproval
 from ._approver import SessionApprover
@@ -67,6 +73,8 @@ logger: Final = _log.child("server")
 SHUTDOWN_GRACE: Final = 10.0
 """Seconds the server waits for interrupted tasks before it stops them hard (S1.4)."""
 _CLOSE_GRACE: Final = 10.0
+SURFACE: Final = "penguin server"
+"""How a session this server holds open is named to a process refused it (chat.md C5.6)."""
 """Seconds a session (and its Environment's process kills) may take to close."""
 _FLUSH_GRACE: Final = 5.0
 _PUBLISH_SLICE: Final = 32
@@ -300,7 +308,9 @@ class ServerSessions:
         workspace = request.workspace
 
         def opener() -> AbstractAsyncContextManager[Session]:
-            return agent.session(workspace, provider=request.provider, model_id=request.model_id)
+            return agent.session(
+                workspace, provider=request.provider, model_id=request.model_id, surface=SURFACE
+            )
 
         holder = _Holder()
         session = await self._open(holder, opener)
@@ -424,6 +434,8 @@ class ServerSessions:
             ) from exc
         except WorkspaceError as exc:
             raise ApiError(400, "workspace_not_found", str(exc)) from exc
+        except SessionLockedError as exc:  # another process writes it (chat.md C5.6)
+            raise ApiError(409, "session_busy", str(exc)) from exc
         return session
 
     async def _hold(
@@ -466,7 +478,7 @@ class ServerSessions:
             holder = _Holder()
 
             def opener() -> AbstractAsyncContextManager[Session]:
-                return agent.resume_session(row.session_id)
+                return agent.resume_session(row.session_id, surface=SURFACE)
 
             try:
                 session = await self._open(holder, opener)

@@ -141,7 +141,9 @@ def test_a_policy_denial_shows_forbidden_in_either_record_form() -> None:
     view, out = renderer()
     view.show(write_call())
     view.show(old)
-    assert out.getvalue().endswith("  × [forbidden by policy]\n")
+    assert out.getvalue().endswith(
+        "  × [forbidden by policy] rule: rm-recursive-force\n"
+    )  # named (issue 18)
 
 
 def test_only_decisions_asked_about_or_not_allowed_are_labelled() -> None:
