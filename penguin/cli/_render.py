@@ -375,6 +375,8 @@ class Renderer:
         self._diff_partial: dict[CallKey, str] = {}
         self._tail: CallKey | None = None
         """The call whose ``●`` line or decision is the last line shown, if it is one."""
+        self._last_call: CallKey | None = None
+        """The call the last call line, decision or result shown was about."""
         self._held: list[Callable[[], None]] | None = None
         """Output that arrived while a question waits, shown after its answer."""
 
@@ -399,6 +401,8 @@ class Renderer:
     ) -> None:
         show(text, style)
         self._tail = call
+        if call is not None:
+            self._last_call = call
 
     def hold(self) -> None:
         """Hold back what is rendered from now on, until :meth:`release`."""
@@ -558,10 +562,12 @@ class Renderer:
         style: Style = "ok" if status == "completed" else "error"
 
         def show() -> None:
-            # Named when its call's line is not right above it (parallel calls, C5.2).
-            name = "" if self._tail == key else self._result_name(key)
+            # Named when another call's line, decision or result came since its own
+            # line (results of parallel calls interleaving, C5.2).
+            name = "" if self._last_call == key else self._result_name(key)
             text = f"  ⎿ {name}{status}: {shorten(lines[0], 80)}{more}"
-            self._shown(None, self.surface.line, text, style)
+            self._shown(key, self.surface.line, text, style)
+            self._tail = None
 
         self._do(show)
 

@@ -341,7 +341,11 @@ class Terminal:
         ``message`` and gives way to :meth:`question`: it then ends ``preempted`` with
         its text, and the caller asks again.
         """
-        await self._no_question.wait()
+        while True:  # a question asked again at once replaces the event: wait on
+            no_question = self._no_question
+            await no_question.wait()
+            if no_question is self._no_question and not self._question_lock.locked():
+                break
         if self.carried:
             default, self.carried = default + self.carried, ""
         if live is None:
@@ -376,7 +380,8 @@ class Terminal:
                     self.carried += self._take_typeahead()
                 options: dict[str, Any] = {}
                 if guard > 0:
-                    options["rprompt"] = lambda: "" if self._guarded() else self.question_hint
+                    # (the trailing space: prompt_toolkit lays it out to the last column)
+                    options["rprompt"] = lambda: "" if self._guarded() else self.question_hint + " "
                 entry = await self._prompt(
                     self._questions, "question", text, refresh_interval=0, guard=guard, **options
                 )

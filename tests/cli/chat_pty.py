@@ -239,13 +239,15 @@ class ChatPty:
         """
         await self.expect(PROMPT_DRAWN)
 
-    async def question(self, *, within: float = 30) -> None:
+    async def question(self, *, seen: bool = False, within: float = 30) -> None:
         """Wait until an approval question is drawn and takes keys (chat.md C5.1).
 
         Keys are dropped for its first 300 ms; then it shows its answers at the right
-        (``… n REASON``), which is what this waits for on the screen.
+        (``… n REASON``), which is what this waits for on the screen. ``seen``: the
+        test has already waited for the question's text in the output.
         """
-        await self.expect(QUESTION, within=within)
+        if not seen:
+            await self.expect(QUESTION, within=within)
         await self.screen_shows(re.escape(QUESTION) + r".*n REASON$", within=within)
 
     async def send(self, text: str) -> None:

@@ -24,10 +24,9 @@ import trio.testing
 
 from penguin import PenguinError
 from penguin.cli._chat import COMMANDS, STOP_WINDOW, TaskControl
-from penguin.trace import SessionLock, SessionLockedError
 from penguin.cli._terminal import ChatHistory
 from penguin.llm import testing as t
-from penguin.trace import read_trace
+from penguin.trace import SessionLock, SessionLockedError, read_trace
 
 from .chat_pty import (
     CONTEXT_WINDOW,
@@ -1030,7 +1029,8 @@ def test_the_session_lock_refuses_a_second_holder_and_takes_over_a_stale_one(
             [
                 sys.executable,
                 "-c",
-                "import sys; from pathlib import Path; from penguin.trace import SessionLock, SessionLockedError\n"
+                "import sys; from pathlib import Path\n"
+                "from penguin.trace import SessionLock, SessionLockedError\n"
                 "try:\n    SessionLock.acquire(Path(sys.argv[1]), 's')\n"
                 "except SessionLockedError as e:\n    print(e.pid)",
                 str(path),
