@@ -53,6 +53,7 @@ __all__ = [
     "call_summary",
     "decision_verdict",
     "diff_style",
+    "harness_note",
     "history_lines",
     "mcp_connected_line",
     "paint",
@@ -78,6 +79,8 @@ _SUMMARY_WIDTH: Final = 100
 _NEST: Final = "  │ "
 _STEERING: Final = ("[user_steering]", "[/user_steering]")
 _DIFF_TOOLS: Final = frozenset({"edit_file", "write_file"})
+_SUMMARY: Final = "[context_summary]"
+_SUMMARY_END: Final = "[/context_summary]"
 
 
 def diff_style(line: str) -> Style:
@@ -539,8 +542,7 @@ class Renderer:
             case om.AbortPayload():
                 self.line("[interrupted]", "warn")
             case om.TextPayload(role="user", sender="harness", text=text):
-                first = text.split("\n\n", 1)[-1].split("\n", 1)[0]
-                self.line(f"[{shorten(first)}]", "note")
+                self.line(f"[{harness_note(text)}]", "note")
             case om.TextPayload(role="user", text=text) if text.startswith(_STEERING[0]):
                 self.line(f"[steering] {shorten(_unwrap_steering(text))}", "note")
             case om.CompactionBeginPayload(reason=reason, mode=mode):
@@ -631,8 +633,10 @@ def history_lines(
     """A session's conversation, compactly: what ``penguin chat --resume`` shows first.
 
     One line per user message (``› first line``), per tool call (``● name: what``) and
-    per answer (its first line); subagents' records, harness notes, thinking and
-    events are left out.
+    per answer (its first line), and the outcomes a person would want to know of: a
+    call denied or forbidden (``× [denied]``, with the policy's rule), a run
+    interrupted (``[interrupted]``). Subagents' records, harness notes, thinking and
+    other events are left out.
     """
     shown: list[tuple[str, Style]] = []
     for record in records:
@@ -651,7 +655,27 @@ def history_lines(
                 shown.append((shorten(_first_line(payload.text), 100), ""))
         elif isinstance(payload, om.ToolCallPayload):
             shown.append((f"● {call_summary(payload)}", "call"))
+        elif isinstance(payload, om.ApprovalDecisionPayload):
+            verdict = decision_verdict(payload)
+            if verdict != "allow":
+                rule = payload.policy_rule if verdict == "forbidden" else None
+                named = f" rule: {rule}" if rule else ""
+                shown.append((f"  {verdict_label(verdict)}{named}", "error"))
+        elif isinstance(payload, om.AbortPayload):
+            shown.append(("[interrupted]", "warn"))
     return shown
+
+
+def harness_note(text: str) -> str:
+    """One line for a note the harness gave the model (shown in brackets).
+
+    A compacted context's summary reads ``context summary: FIRST LINE`` rather than
+    its marker (``[context_summary]``); any other note shows its first line.
+    """
+    if text.startswith(_SUMMARY):
+        body = text.removeprefix(_SUMMARY).strip("\n").removesuffix(_SUMMARY_END).strip()
+        return f"context summary: {shorten(_first_line(body), 90)}"
+    return shorten(text.split("\n\n", 1)[-1].split("\n", 1)[0])
 
 
 def _unwrap_steering(text: str) -> str:

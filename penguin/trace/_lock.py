@@ -33,7 +33,7 @@ from typing import Final, final
 
 from penguin._errors import PenguinError
 
-from ._writer import DIR_MODE
+from ._writer import _prepare_dirs
 
 __all__ = ["DEFAULT_SURFACE", "SessionLock", "SessionLockedError", "lock_path"]
 
@@ -82,7 +82,7 @@ class SessionLock:
         chat``...; a line break in it is replaced by a space). Blocking (a few system
         calls): call it through ``trio.to_thread.run_sync`` where that matters.
         """
-        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        _prepare_dirs(path.parent.parent, path.parent)  # as the trace's own: 0700
         for _ in range(8):  # each retry follows a holder's release racing this take
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:

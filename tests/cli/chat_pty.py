@@ -248,7 +248,8 @@ class ChatPty:
         """
         if not seen:
             await self.expect(QUESTION, within=within)
-        await self.screen_shows(re.escape(QUESTION) + r".*n REASON$", within=within)
+        # Nothing typed between the question and its hint: not an answered one's last draw.
+        await self.screen_shows(re.escape(QUESTION) + r"\s+y once .*n REASON$", within=within)
 
     async def send(self, text: str) -> None:
         await trio.to_thread.run_sync(self.child.send, text)
