@@ -43,6 +43,7 @@ import contextlib
 import importlib
 import json
 import logging
+import re
 import shutil
 import signal
 import sys
@@ -139,6 +140,8 @@ _DURING_A_TASK: Final = frozenset(
     {"/help", "/verbose", "/approve", "/model", "/processes", "/kill", "/exit", "/quit"}
 )
 _MAX_ECHO_LINES: Final = 12
+_MCP_UNAVAILABLE: Final = re.compile(r'\[penguin\] MCP server ".*" unavailable: ')
+"""The stderr line of a server that failed to connect, which the chat shows once, rendered."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -492,7 +495,10 @@ class _Chat:
 
         class AbovePrompt(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
-                terminal.write(paint(record.getMessage(), "warn", color) + "\n")
+                line = record.getMessage()
+                if _MCP_UNAVAILABLE.match(line):
+                    return  # "[mcp] connected: NAME failed: REASON" says it on the screen
+                terminal.write(paint(line, "warn", color) + "\n")
 
         handler = AbovePrompt(logging.WARNING)
         logger.addHandler(handler)

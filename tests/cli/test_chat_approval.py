@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 import trio
 
+from penguin import config as cfg
 from penguin.llm import testing as t
 
 from ..server.test_cli import penguin_server
 from .chat_pty import QUESTION, ChatPty, Model, call_reply, open_chat, serve, text_reply
 from .test_chat import command, penguin_chat, resume_hint, root_of
+from .test_mcp import with_server
 
 REASK = "answer y, a or n"
 
@@ -580,3 +582,31 @@ async def test_c5_6_a_session_penguin_run_holds_is_refused_naming_run(
             run.send_signal(signal.SIGTERM)
             with trio.fail_after(30):
                 await run.wait()
+
+
+# ---------------------------------------------------------------------- smaller items
+
+
+async def test_18_a_failed_mcp_server_is_reported_once_in_chat(
+    tmp_path: Path, workspace: Path
+) -> None:
+    with_server(
+        root_of(tmp_path),
+        cfg.McpServerConfig(
+            name="gone", transport=cfg.McpStdioTransport(command="/nonexistent/server")
+        ),
+    )
+    async with (
+        serve(Model(), root_of(tmp_path)),
+        open_chat(tmp_path, "--workspace", str(workspace)) as chat,
+    ):
+        await chat.prompt()
+        await chat.line("hello")
+        await chat.expect(
+            "[mcp] connected: gone failed: cannot start '/nonexistent/server': "
+            "No such file or directory"
+        )
+        await finish(chat)
+    log = (tmp_path / "chat-output.log").read_text()
+    assert log.count("No such file or directory") == 1
+    assert 'MCP server "gone" unavailable' not in log
