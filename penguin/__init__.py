@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from penguin.environment import ToolResult as ToolResult
     from penguin.environment import WorkspaceError as WorkspaceError
     from penguin.environment.sandbox import SandboxPolicy as SandboxPolicy
+    from penguin.trace import SessionLockedError as SessionLockedError
 
 __all__ = [
     "Agent",
@@ -63,6 +64,7 @@ __all__ = [
     "SandboxPolicy",
     "SandboxUnavailableError",
     "Session",
+    "SessionLockedError",
     "SessionNotFoundError",
     "Tool",
     "ToolContext",
@@ -88,6 +90,7 @@ if not TYPE_CHECKING:
             "Agent": ".agent",
             "Session": ".agent",
             "SessionNotFoundError": ".agent",
+            "SessionLockedError": ".trace",
             "ToolDefinitionConfig": ".config",
             "Environment": ".environment",
             "EnvironmentClosedError": ".environment",

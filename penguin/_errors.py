@@ -57,8 +57,8 @@ holds only the root and the one class of ``penguin.agent``::
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body
           ├── UiFolderError                  (ValueError) --ui names no folder with an index.html
-          │  penguin.cli (cli/_lock.py)
-          ├── SessionLockedError             (RuntimeError) the session is open in another chat
+          │  penguin.trace (trace/_lock.py; also penguin.SessionLockedError)
+          ├── SessionLockedError             (RuntimeError) another process writes the session
           │  penguin (this module; raised by penguin/agent.py)
           ├── SessionNotFoundError           (LookupError) no trace of that session id
           │  penguin (this module; raised by penguin/environment/sandbox)

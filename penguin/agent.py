@@ -63,7 +63,14 @@ from penguin.environment import (
 )
 from penguin.environment.sandbox import SandboxPolicy, policy_from_mapping, recorded_policy
 from penguin.llm import LLM, LLMRequest, LLMResponse, OpenAIChatLLM
-from penguin.trace import TraceWriter, find_session, read_trace
+from penguin.trace import (
+    SessionLock,
+    TraceLocation,
+    TraceWriter,
+    find_session,
+    lock_path,
+    read_trace,
+)
 
 __all__ = [
     "FROM_PROJECT",
@@ -190,6 +197,8 @@ class Agent:
         model_id: str | None = None,
         vision: bool | None = None,
         sandbox: SandboxPolicy | object | None = FROM_PROJECT,
+        surface: str | None = None,
+        approval_mode: str | None = None,
     ) -> AsyncIterator[Session]:
         """Start a new session; leaving the block ends it (and everything it started).
 
@@ -198,7 +207,10 @@ class Agent:
         ``model_id``). ``vision`` says whether the model takes images (default: what
         the project's catalog says, else true); it picks read_image or
         describe_image. ``sandbox`` is the session's policy (spec/sandbox.md): by
-        default the project file's ``[sandbox]``, else none; ``None`` is none.
+        default the project file's ``[sandbox]``, else none; ``None`` is none. While
+        the block runs this process holds the session's lock (chat.md C5.6),
+        ``surface`` naming it to anyone refused (``"penguin chat"``). ``approval_mode``
+        is recorded in the ``session_meta`` (C5.5), for a resume to keep.
         """
         policy = self.sandbox_policy(sandbox)
         session_id = cfg.new_session_id()
@@ -212,20 +224,20 @@ class Agent:
         if vision is None:
             vision = _model_has_vision(self, llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
-        async with (
-            _closed_after(owned_llm),
-            _assemble(
-                self,
-                session_id,
-                workspace,
-                llm,
-                writer,
-                vision=vision,
-                ledger=None,
-                sandbox=policy,
-            ) as session,
-        ):
-            yield session
+        async with _closed_after(owned_llm):
+            with await _lock(writer.path, session_id, surface):
+                async with _assemble(
+                    self,
+                    session_id,
+                    workspace,
+                    llm,
+                    writer,
+                    vision=vision,
+                    ledger=None,
+                    sandbox=policy,
+                    approval_mode=approval_mode,
+                ) as session:
+                    yield session
 
     @asynccontextmanager
     async def resume_session(
@@ -235,6 +247,7 @@ class Agent:
         *,
         vision: bool | None = None,
         sandbox: SandboxPolicy | object | None = FROM_TRACE,
+        surface: str | None = None,
     ) -> AsyncIterator[Session]:
         """Reopen a session from its trace, continuing in the same file.
 
@@ -243,12 +256,28 @@ class Agent:
         counters are exactly what the session had when it stopped. ``sandbox``
         defaults to the policy the trace records (its mode and network, with the
         project file's roots and protected paths; none when it records none).
+        Another process holding the session open raises
+        :class:`~penguin.SessionLockedError` naming it, before anything is read;
+        ``surface`` names this one while it holds the lock.
         """
         location = find_session(self.paths.traces_dir, session_id)
         if location is None:
             raise SessionNotFoundError(
                 f"no trace of session {session_id!r} under {self.paths.traces_dir}"
             )
+        with await _lock(location.path, session_id, surface):
+            async with self._resumed(location, llm, vision, sandbox) as session:
+                yield session
+
+    @asynccontextmanager
+    async def _resumed(
+        self,
+        location: TraceLocation,
+        llm: LLM | None,
+        vision: bool | None,
+        sandbox: SandboxPolicy | object | None,
+    ) -> AsyncIterator[Session]:
+        session_id = location.session_id
         records = await trio.to_thread.run_sync(read_trace, location.path)
         meta = next((m for m in records if om.is_session_meta(m)), None)
         if meta is None:
@@ -289,6 +318,12 @@ class Agent:
             ) as session,
         ):
             yield session
+
+
+async def _lock(trace_path: Path, session_id: str, surface: str | None) -> SessionLock:
+    """The session's writer lock, beside its trace; SessionLockedError when it is held."""
+    path = lock_path(trace_path, session_id)
+    return await trio.to_thread.run_sync(SessionLock.acquire, path, session_id, surface)
 
 
 def _model_has_vision(agent: Agent, llm: LLM) -> bool:
@@ -338,6 +373,7 @@ async def _assemble(
     meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
     depth: int = 0,
     sandbox: SandboxPolicy | None = None,
+    approval_mode: str | None = None,
 ) -> AsyncIterator[Session]:
     paths = agent.paths
     tools = agent._tools(vision=vision, depth=depth)
@@ -390,6 +426,7 @@ async def _assemble(
                     workspace=str(environment.workspace_dir),
                     source="subagent" if depth > 0 else None,
                     sandbox=None if sandbox is None else sandbox.summary(),
+                    approval_mode=approval_mode,
                 )
                 recorder.record(meta)
             else:

@@ -93,7 +93,10 @@ class BatchProgress:
         """
         place = self.done if number is None else number
         head = f"[{place}/{self.total}] {result.id} {result.status} in {result.wall_s:.1f} s"
-        detail = f"{result.turns} turns, {result.tool_calls} tool calls"
+        turns, calls = result.turns, result.tool_calls
+        detail = (
+            f"{turns} turn{'' if turns == 1 else 's'}, {calls} tool call{'' if calls == 1 else 's'}"
+        )
         if result.error and result.status != "completed":
             detail += f"; {result.error}"
         return f"{head} ({detail})"
@@ -117,3 +120,8 @@ def format_duration(seconds: float) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def _s(count: int) -> str:
+    """The plural ending for ``count`` of something: ``1 turn``, ``2 turns``."""
+    return "" if count == 1 else "s"

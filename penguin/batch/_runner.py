@@ -41,7 +41,7 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 from penguin.agent import Agent
-from penguin.approval import ApprovalMode, approver_for_mode
+from penguin.approval import ApprovalMode, approver
 from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, ClosableLLM
 
@@ -305,9 +305,7 @@ class _TaskRunner:
         ):
             tally.session_id = session.session_id
             tally.trace_path = str(session.trace_path)
-            approve = approver_for_mode(
-                mode, ask=_nobody_to_ask, permission=session.environment.tool_permission
-            )
+            approve = approver(mode, session.environment.tool_permission)  # nobody to ask
             async with session.run(
                 [om.user_text(task.prompt)],
                 approve=approve,
@@ -321,11 +319,6 @@ class _TaskRunner:
             tally.run_error = result.error_message
             tally.turns = result.turns
             await session.flush_trace()
-
-
-async def _nobody_to_ask(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
-    # Only the asking modes call this, and a batch refuses them; deny, to be safe.
-    return "deny"
 
 
 def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:

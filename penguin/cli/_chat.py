@@ -18,10 +18,18 @@ Two ways to run:
   then works as in ``penguin run`` (deny at a question, interrupt a Task), and ends the
   chat when it arrives between Tasks.
 
+Approval questions (C5) name their call (its ``●`` line right above, with a preview:
+the diff of an edit, the start of a file to write, the whole command) and take only a
+deliberate answer: type-ahead goes to the input line, keys in the question's first
+300 ms are dropped, and ``y`` / ``a`` / ``n`` / ``n REASON`` / ``d`` / Enter are the
+answers; anything else asks again. ``a`` fills the session's
+:class:`~penguin.approval.AllowList`, which ``/approve`` lists.
+
 SIGTERM and SIGHUP end the chat at once (exit status 130). However it ends, leaving
 the session's ``async with`` ends every process the session started and the terminal
-is back in its normal mode. Two chats never hold one session: a lock file beside the
-trace (:mod:`._lock`) refuses the second, naming the first one's pid.
+is back in its normal mode. One process writes a session (C5.6): the Session holds
+the lock beside its trace, and a session another process holds is refused at once,
+naming it (checked before the header, and again by the Session when it opens).
 
 Start-up is part of the interface (first prompt in < 400 ms, ``benchmarks/chat.py``):
 the header and the first prompt are up before the agent stack is imported and the
@@ -35,10 +43,12 @@ import contextlib
 import importlib
 import json
 import logging
+import re
+import shutil
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -53,18 +63,38 @@ from penguin._errors import PenguinError
 from penguin._log import logger
 from penguin.approval import (
     APPROVAL_MODES,
+    CHAT_PROMPT,
+    DEFAULT_APPROVAL_MODE,
+    REASK,
+    REASON_PROMPT,
+    AllowList,
+    Answer,
     ApprovalMode,
     ApprovalModeError,
-    approver_for_mode,
+    approver,
     parse_approval_mode,
+    read_chat_answer,
 )
-from penguin.trace import TraceLocation, find_session, latest_session, trace_files
+from penguin.trace import (
+    SessionLock,
+    TraceLocation,
+    find_session,
+    latest_session,
+    lock_path,
+    trace_files,
+)
 
 from ._dataroot import unwritable_reason
-from ._lock import SessionLock, lock_path
-from ._render import Renderer, TaskStats, history_lines, paint, shorten, use_color
+from ._render import (
+    Renderer,
+    TaskStats,
+    call_preview,
+    history_lines,
+    paint,
+    shorten,
+    use_color,
+)
 from ._run import (
-    PromptAsker,
     add_agent_options,
     add_approval_options,
     add_workspace_and_model_options,
@@ -83,6 +113,12 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMANDS", "STOP_WINDOW", "TaskControl", "configure"]
 
+SURFACE: Final = "penguin chat"
+"""How a session this chat holds is named to a process refused it (C5.6)."""
+QUESTION_GUARD: Final = 0.3
+"""Seconds after an approval question is drawn during which keys are dropped (C5.1)."""
+QUESTION_HINT: Final = "y once · a for the session · n no · n REASON"
+"""Shown beside an approval question once it takes keys."""
 STOP_WINDOW: Final = 2.0
 """Seconds after an interrupting Ctrl-C in which another one stops the Task at once."""
 HISTORY_FILE: Final = "chat_history"
@@ -106,6 +142,8 @@ _DURING_A_TASK: Final = frozenset(
     {"/help", "/verbose", "/approve", "/model", "/processes", "/kill", "/exit", "/quit"}
 )
 _MAX_ECHO_LINES: Final = 12
+_MCP_UNAVAILABLE: Final = re.compile(r'\[penguin\] MCP server ".*" unavailable: ')
+"""The stderr line of a server that failed to connect, which the chat shows once, rendered."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -187,7 +225,10 @@ class _Plan:
     model_id: str
     workspace: Path
     resume: TraceLocation | None = None
-    lock: SessionLock | None = None
+    mode: ApprovalMode = DEFAULT_APPROVAL_MODE
+    """The approval mode to use: ``--approve``'s, or on a resume the one recorded."""
+    mode_change: str | None = None
+    """On a resume, the line that says ``--approve`` changed the recorded mode."""
 
 
 def _session_meta(path: Path) -> dict[str, Any] | None:
@@ -207,8 +248,12 @@ def _session_meta(path: Path) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _plan(args: argparse.Namespace, paths: cfg.AgentPaths) -> _Plan:
-    """Check the command line against the agent's files; raise :class:`_UsageError`."""
+def _plan(args: argparse.Namespace, paths: cfg.AgentPaths, mode: ApprovalMode) -> _Plan:
+    """Check the command line against the agent's files; raise :class:`_UsageError`.
+
+    ``mode`` is ``--approve``'s (the default when it is absent). A session that another
+    process holds raises :class:`~penguin.trace.SessionLockedError` (C5.6).
+    """
     project = cfg.load_project_config(paths.project_config)
     if args.resume is None:
         entry = cfg.resolve_model(project, provider=args.provider, model_id=args.model_id)
@@ -218,7 +263,7 @@ def _plan(args: argparse.Namespace, paths: cfg.AgentPaths) -> _Plan:
                 raise _UsageError(f"the workspace {workspace} is not a directory; create it first")
         else:
             workspace = cfg.new_temp_workspace(paths)
-        return _Plan(entry.provider, entry.model_id, workspace)
+        return _Plan(entry.provider, entry.model_id, workspace, mode=mode)
     traces = paths.traces_dir
     if args.resume == _LATEST:
         location = latest_session(traces, skip_subagents=True)
@@ -244,8 +289,25 @@ def _plan(args: argparse.Namespace, paths: cfg.AgentPaths) -> _Plan:
             f"change to {args.provider}/{args.model_id} (leave --provider and --model-id out)"
         )
     cfg.resolve_model(project, provider=provider, model_id=model_id)  # still configured?
-    lock = SessionLock.acquire(lock_path(location.path, location.session_id), location.session_id)
-    return _Plan(provider, model_id, workspace, resume=location, lock=lock)
+    SessionLock.probe(lock_path(location.path, location.session_id), location.session_id)
+    recorded = _recorded_mode(meta)
+    change = None
+    if args.approve is not None and recorded is not None and mode != recorded:
+        change = f"[approval mode: {mode} (the session had {recorded}; --approve changed it)]"
+    elif args.approve is None and recorded is not None:
+        mode = recorded
+    return _Plan(provider, model_id, workspace, resume=location, mode=mode, mode_change=change)
+
+
+def _recorded_mode(meta: dict[str, Any]) -> ApprovalMode | None:
+    """The approval mode a trace's ``session_meta`` records (C5.5), if it records one."""
+    value = meta.get("approval_mode")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_approval_mode(value)
+    except ApprovalModeError:
+        return None
 
 
 # ---------------------------------------------------------------------- the session slot
@@ -326,12 +388,15 @@ class _Chat:
         self._next_model: OpenAIChatLLM | None = None
         self._clients: list[OpenAIChatLLM] = []
         self._carry = ""
+        self.allowed = AllowList()
+        """What the current session allows without asking (``a`` answers, C5.4)."""
         self.slot = _SessionSlot()
         if self.interactive:
             from ._screen import ScreenSurface
             from ._terminal import Terminal
 
             self.terminal = Terminal(paths.root / HISTORY_FILE, list(COMMANDS), sys.stdout)
+            self.terminal.question_hint = QUESTION_HINT
             self.surface = ScreenSurface(self.terminal, color=use_color(sys.stdout))
             self.renderer = Renderer(surface=self.surface, verbose=args.verbose)
         else:
@@ -358,13 +423,11 @@ class _Chat:
                             lambda: self._new(plan.workspace, plan.provider, plan.model_id), after
                         )
                     if self.interactive:
-                        self.asker = PromptAsker(
-                            self.renderer, _no_line, echo=False, ask_line=self._question
-                        )
+                        self.asker = _ChatAsker(self, self._approval_question)
                         await self._repl()
                     else:
                         self.plain = Controls(nursery)
-                        self.asker = PromptAsker(self.renderer, self.plain.read_line, echo=True)
+                        self.asker = _ChatAsker(self, self._plain_question)
                         await self._script()
                     await slot.close()
                     nursery.cancel_scope.cancel()
@@ -415,7 +478,10 @@ class _Chat:
 
         class AbovePrompt(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
-                terminal.write(paint(record.getMessage(), "warn", color) + "\n")
+                line = record.getMessage()
+                if _MCP_UNAVAILABLE.match(line):
+                    return  # "[mcp] connected: NAME failed: REASON" says it on the screen
+                terminal.write(paint(line, "warn", color) + "\n")
 
         handler = AbovePrompt(logging.WARNING)
         logger.addHandler(handler)
@@ -446,24 +512,24 @@ class _Chat:
     async def _new(self, workspace: Path, provider: str, model_id: str) -> AsyncIterator[Session]:
         agent = await self._agent_of()
         async with agent.session(
-            workspace, provider=provider, model_id=model_id, sandbox=self.args.sandbox_policy
+            workspace,
+            provider=provider,
+            model_id=model_id,
+            sandbox=self.args.sandbox_policy,
+            surface=SURFACE,
+            approval_mode=self.mode,
         ) as session:
-            path = lock_path(session.trace_path, session.session_id)
-            lock = await trio.to_thread.run_sync(SessionLock.acquire, path, session.session_id)
-            with lock:
-                yield session
+            yield session
 
     @asynccontextmanager
     async def _resumed(self) -> AsyncIterator[Session]:
-        location, lock = self.plan.resume, self.plan.lock
+        location = self.plan.resume
         assert location is not None
-        assert lock is not None
-        with lock:
-            agent = await self._agent_of()
-            async with agent.resume_session(
-                location.session_id, sandbox=self.args.sandbox_policy
-            ) as session:
-                yield session
+        agent = await self._agent_of()
+        async with agent.resume_session(
+            location.session_id, sandbox=self.args.sandbox_policy, surface=SURFACE
+        ) as session:
+            yield session
 
     # ------------------------------------------------------------------ the loops
 
@@ -534,6 +600,23 @@ class _Chat:
         assert self.terminal is not None
         return await self.terminal.question(text)
 
+    async def _approval_question(self, text: str, guarded: bool) -> str | None:
+        """An approval question on the terminal (the renderer holds other output meanwhile)."""
+        assert self.terminal is not None
+        return await self.terminal.question(text, guard=QUESTION_GUARD if guarded else 0.0)
+
+    async def _plain_question(self, text: str, guarded: bool) -> str | None:
+        """An approval question when stdin is not a terminal: the answer is the next line."""
+        assert self.plain is not None
+        surface = self.renderer.surface
+        line: str | None = None
+        surface.question(text)
+        try:
+            line = await self.plain.read_line()
+        finally:
+            surface.answered(line, echo=True)
+        return None if line is None else line.rstrip("\r\n")
+
     # ------------------------------------------------------------------ a task
 
     async def _task(self, text: str) -> None:
@@ -544,8 +627,8 @@ class _Chat:
         control = self.control = TaskControl()
         stats = TaskStats(context_window=session.llm.context_window)
         started = time.monotonic()
-        approve = approver_for_mode(
-            self.mode, ask=self.asker, permission=session.environment.tool_permission
+        approve = approver(
+            self.mode, session.environment.tool_permission, ask=self.asker, allow_list=self.allowed
         )
         if self.surface is not None:
             self.surface.working(started)
@@ -646,6 +729,9 @@ class _Chat:
         if not args:
             choices = ", ".join(APPROVAL_MODES)
             self.renderer.line(f"[approval mode: {self.mode} (one of {choices})]", "note")
+            entries = self.allowed.entries()
+            listed = ", ".join(entries) if entries else "nothing yet (answer a to add a tool)"
+            self.renderer.line(f"[allowed for this session: {listed}]", "note")
             return
         try:
             self.mode = parse_approval_mode(" ".join(args))
@@ -659,6 +745,7 @@ class _Chat:
         old = session.session_id
         workspace, model = session.workspace_dir, session.llm.model
         await self.slot.close()
+        self.allowed = AllowList()  # a new session starts with nothing allowed
         self.slot.open(lambda: self._new(workspace, model.provider, model.model_id))
         new = await self.slot.session()
         self.renderer.line(
@@ -735,8 +822,62 @@ class _Chat:
             self.renderer.line(f"[no background command {args[0]}; /processes lists them]", "error")
 
 
-async def _no_line() -> str | None:
-    return None
+class _ChatAsker:
+    """The chat's ``ask``: the call named and previewed, then a deliberate answer (C5).
+
+    One question at a time (a subagent's call may be due while its parent's is asked).
+    ``question(text, guarded)`` asks one line (``None``: Ctrl-C or end of input, which
+    deny); ``guarded`` is true for the approval question itself, false for the reason
+    line that ``d`` asks for.
+    """
+
+    def __init__(self, chat: _Chat, question: Callable[[str, bool], Awaitable[str | None]]) -> None:
+        self._chat = chat
+        self._question = question
+        self._one_at_a_time = trio.Lock()
+
+    async def __call__(self, call: om.OmniMessage[om.ToolCallPayload]) -> Answer:
+        chat = self._chat
+        renderer = chat.renderer
+        async with self._one_at_a_time:
+            origin = call.origin or ()
+            renderer.mark_asked(origin, call.payload.tool_call_id)
+            workspace = (await chat.slot.session()).workspace_dir
+            width = shutil.get_terminal_size().columns
+            renderer.question_header(call, call_preview(call.payload, workspace, width))
+            renderer.hold()  # nothing else between the call, its question and its answer
+            try:
+                answer = await self._answer()
+            finally:
+                renderer.release()
+            if answer.for_session:
+                self._say_allowed(call)
+            return answer
+
+    async def _answer(self) -> Answer:
+        while True:
+            line = await self._question(CHAT_PROMPT, True)
+            if line is None:
+                return Answer("deny")
+            answer = read_chat_answer(line)
+            if answer == "reason":
+                reason = await self._question(REASON_PROMPT, False)
+                return Answer("deny", reason=reason)
+            if answer is not None:
+                return answer
+            self._chat.renderer.surface.line(REASK, "warn")  # past the hold: it is the question
+
+    def _say_allowed(self, call: om.OmniMessage[om.ToolCallPayload]) -> None:
+        added = AllowList().allow(call)  # what the session's list is about to take
+        if added:
+            shown = ", ".join(added)
+            note = f"[allowed for this session: {shown}; /approve lists what is allowed]"
+        else:
+            note = (
+                "[allowed once: this command cannot be allowed for the session "
+                "(it runs commands inside it, or a part does not start with a command name)]"
+            )
+        self._chat.renderer.line(note, "note")
 
 
 def _is_a_terminal(stream: Any) -> bool:
@@ -746,17 +887,41 @@ def _is_a_terminal(stream: Any) -> bool:
         return False
 
 
-def _header(plan: _Plan, mode: ApprovalMode, sandbox: Any = None) -> str:
-    return " · ".join(
-        (
-            "penguin chat",
-            f"{plan.provider}/{plan.model_id}",
-            str(plan.workspace),
-            f"approve {mode}",
-            *(() if sandbox is None else (f"sandbox {sandbox.describe()}",)),
-            "/help for commands",
-        )
+_HEADER_SEPARATOR: Final = " · "
+
+
+def _header(plan: _Plan, mode: ApprovalMode, sandbox: Any = None, width: int | None = None) -> str:
+    """The header (C1.2): its parts on one line, or broken between parts to fit ``width``.
+
+    A terminal would otherwise wrap it wherever the width ends, mid-word; a part
+    longer than the width (a deep workspace) gets a line of its own. ``width``
+    defaults to the terminal's; off a terminal the header is one line. ``sandbox``
+    is the session's policy (spec/sandbox.md X1.4), shown when there is one.
+    """
+    parts = (
+        "penguin chat",
+        f"{plan.provider}/{plan.model_id}",
+        str(plan.workspace),
+        f"approve {mode}",
+        *(() if sandbox is None else (f"sandbox {sandbox.describe()}",)),
+        "/help for commands",
     )
+    if width is None:
+        if not _is_a_terminal(sys.stdout):
+            return _HEADER_SEPARATOR.join(parts)  # no terminal to wrap it: one line
+        width = shutil.get_terminal_size().columns
+    room = width - 1
+    lines: list[str] = []
+    current = ""
+    for part in parts:
+        joined = f"{current}{_HEADER_SEPARATOR}{part}" if current else part
+        if current and len(joined) > room:
+            lines.append(current + _HEADER_SEPARATOR.rstrip())
+            current = "  " + part
+        else:
+            current = joined
+    lines.append(current)
+    return "\n".join(lines)
 
 
 def _history(plan: _Plan, color: bool) -> list[str]:
@@ -782,32 +947,30 @@ def _main(args: argparse.Namespace) -> int:
     if (args.provider is None) != (args.model_id is None):
         print("penguin chat: give --provider and --model-id together", file=sys.stderr)
         return 1
-    plan: _Plan | None = None
     try:
         paths = cfg.AgentPaths(args.root, args.project_id, args.agent_id)
         unwritable = unwritable_reason(paths)
         if unwritable is not None:
             print(f"penguin chat: {unwritable}", file=sys.stderr)
             return 1
-        plan = _plan(args, paths)
+        plan = _plan(args, paths, mode)
         args.sandbox_policy = _sandbox_of(args, paths, plan)
         if args.sandbox_policy is None:
             return 1
         color = use_color(sys.stdout)
-        print(paint(_header(plan, mode, args.sandbox_policy), "dim", color), flush=True)
+        print(paint(_header(plan, plan.mode, args.sandbox_policy), "dim", color), flush=True)
         if plan.resume is not None:
             for line in _history(plan, color):
                 print(line)
-        chat = _Chat(args, paths, mode, plan)
+        if plan.mode_change is not None:
+            print(paint(plan.mode_change, "warn", color), flush=True)
+        chat = _Chat(args, paths, plan.mode, plan)
         return trio.run(chat.main)
     except (PenguinError, OSError) as exc:
         print(f"penguin chat: {_reason(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C before the chat routes it (while it starts)
         return 130
-    finally:
-        if plan is not None and plan.lock is not None:
-            plan.lock.release()
 
 
 def _sandbox_of(args: argparse.Namespace, paths: cfg.AgentPaths, plan: _Plan) -> Any:

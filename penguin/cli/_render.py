@@ -27,10 +27,13 @@ Sans-IO apart from the surface: tests feed the renderer messages and read a
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import textwrap
 from collections.abc import Callable, Iterable
-from typing import Final, Literal, Protocol, TextIO, TypeAlias
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, TextIO, TypeAlias
 
 import attrs
 
@@ -38,14 +41,19 @@ from penguin import protocol as om
 from penguin.approval import verdict_label
 
 __all__ = [
+    "PREVIEW_CONTENT_LINES",
+    "PREVIEW_DIFF_LINES",
     "CallKey",
     "Renderer",
     "Style",
     "Surface",
     "TaskStats",
     "TextSurface",
+    "call_preview",
     "call_summary",
     "decision_verdict",
+    "diff_style",
+    "harness_note",
     "history_lines",
     "mcp_connected_line",
     "paint",
@@ -70,6 +78,20 @@ _SGR: Final[dict[Style, str]] = {
 _SUMMARY_WIDTH: Final = 100
 _NEST: Final = "  │ "
 _STEERING: Final = ("[user_steering]", "[/user_steering]")
+_DIFF_TOOLS: Final = frozenset({"edit_file", "write_file"})
+_SUMMARY: Final = "[context_summary]"
+_SUMMARY_END: Final = "[/context_summary]"
+
+
+def diff_style(line: str) -> Style:
+    """How a diff line is coloured: removed red, added green, headers dim, context plain."""
+    if line.startswith("+") and not line.startswith("+++"):
+        return "ok"
+    if line.startswith("-") and not line.startswith("---"):
+        return "error"
+    if line.startswith(("@@", "---", "+++")):
+        return "dim"
+    return ""
 
 
 def use_color(out: TextIO) -> bool:
@@ -115,6 +137,96 @@ def call_summary(call: om.ToolCallPayload) -> str:
     else:
         shown = call.arguments
     return f"{call.name}: {shorten(shown)}"
+
+
+def call_preview(
+    call: om.ToolCallPayload, workspace: Path | None = None, width: int = 100
+) -> list[tuple[str, Style]]:
+    """What a question about ``call`` shows under its ``●`` line (chat.md C5.3).
+
+    ``edit_file``: the change as a diff (removed lines red, added green, at most
+    :data:`PREVIEW_DIFF_LINES` lines, then ``(+N lines)``); ``write_file``: whether
+    it creates or overwrites the file (looked up under ``workspace``), then the first
+    lines of the content; ``exec_command``: the whole command, wrapped at ``width``
+    and never cut. Other calls: nothing. Reads at most one ``stat``.
+    """
+    try:
+        args = json.loads(call.arguments)
+    except ValueError:
+        return []
+    if not isinstance(args, dict):
+        return []
+    if call.name == "edit_file":
+        return _edit_preview(args)
+    if call.name == "write_file":
+        return _write_preview(args, workspace)
+    if call.name == "exec_command" and isinstance(args.get("cmd"), str):
+        lines: list[tuple[str, Style]] = []
+        room = max(width - 6, 20)
+        for index, command_line in enumerate(args["cmd"].split("\n")):
+            pieces = textwrap.wrap(
+                command_line,
+                room,
+                break_long_words=True,
+                break_on_hyphens=False,
+                drop_whitespace=False,
+            ) or [""]
+            for number, piece in enumerate(pieces):
+                lead = "  $ " if index == 0 and number == 0 else "    "
+                lines.append((lead + piece, ""))
+        return lines
+    return []
+
+
+PREVIEW_DIFF_LINES: Final = 40
+"""The most diff lines an edit_file question shows before ``(+N lines)``."""
+PREVIEW_CONTENT_LINES: Final = 12
+"""The most lines of new content a write_file question shows before ``(+N lines)``."""
+
+
+def _capped(lines: list[tuple[str, Style]], cap: int) -> list[tuple[str, Style]]:
+    if len(lines) <= cap:
+        return lines
+    return [*lines[:cap], (f"    (+{len(lines) - cap} lines)", "dim")]
+
+
+def _edit_preview(args: dict[str, Any]) -> list[tuple[str, Style]]:
+    old, new = args.get("old_string"), args.get("new_string")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return []
+    diff = list(difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=3))[
+        2:
+    ]  # no ---/+++ header: both sides are the call's own strings
+    lines: list[tuple[str, Style]] = []
+    if args.get("replace_all") is True:
+        lines.append(("    (every occurrence)", "dim"))
+    for diff_line in diff:
+        if diff_line.startswith("@@"):
+            if lines:
+                lines.append(("    …", "dim"))
+            continue
+        lines.append((f"    {diff_line}", diff_style(diff_line)))
+    return _capped(lines, PREVIEW_DIFF_LINES)
+
+
+def _write_preview(args: dict[str, Any], workspace: Path | None) -> list[tuple[str, Style]]:
+    path, content = args.get("file_path"), args.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return []
+    target = Path(path).expanduser()
+    if workspace is not None and not target.is_absolute():
+        target = workspace / target
+    try:
+        size = target.stat().st_size
+        what = f"    overwrites {path} ({size:,} bytes now)"
+        style: Style = "warn"
+    except OSError:
+        what, style = f"    creates {path}", "dim"
+    body = content.split("\n")
+    if body and body[-1] == "":
+        body.pop()
+    lines: list[tuple[str, Style]] = [(f"    + {line}", "ok") for line in body]
+    return [(what, style), *_capped(lines, PREVIEW_CONTENT_LINES)]
 
 
 def mcp_connected_line(payload: om.McpConnectEndPayload) -> str:
@@ -262,6 +374,12 @@ class Renderer:
         self._shown_calls: set[CallKey] = set()
         self._asked: set[CallKey] = set()
         self._labels: dict[CallKey, str] = {}
+        self._names: dict[CallKey, str] = {}
+        self._diff_partial: dict[CallKey, str] = {}
+        self._tail: CallKey | None = None
+        """The call whose ``●`` line or decision is the last line shown, if it is one."""
+        self._last_call: CallKey | None = None
+        """The call the last call line, decision or result shown was about."""
         self._held: list[Callable[[], None]] | None = None
         """Output that arrived while a question waits, shown after its answer."""
 
@@ -275,11 +393,19 @@ class Renderer:
 
     def _stream(self, text: str, style: Style = "") -> None:
         if text:
-            self._do(lambda: self.surface.stream(text, style))
+            self._do(lambda: self._shown(None, self.surface.stream, text, style))
 
-    def line(self, text: str, style: Style = "") -> None:
-        """One whole line, starting on a fresh line."""
-        self._do(lambda: self.surface.line(text, style))
+    def line(self, text: str, style: Style = "", *, call: CallKey | None = None) -> None:
+        """One whole line, starting on a fresh line (``call``: the call the line is about)."""
+        self._do(lambda: self._shown(call, self.surface.line, text, style))
+
+    def _shown(
+        self, call: CallKey | None, show: Callable[[str, Style], None], text: str, style: Style
+    ) -> None:
+        show(text, style)
+        self._tail = call
+        if call is not None:
+            self._last_call = call
 
     def hold(self) -> None:
         """Hold back what is rendered from now on, until :meth:`release`."""
@@ -311,11 +437,23 @@ class Renderer:
         """The call was put to the person: its decision is shown whatever it is."""
         self._asked.add((origin, tool_call_id))
 
-    def verdict(self, verdict: om.ApprovalVerdict, origin: tuple[str, ...] = ()) -> None:
-        """The label of an approval decision (indented for a subagent's call)."""
+    def verdict(
+        self,
+        verdict: om.ApprovalVerdict,
+        origin: tuple[str, ...] = (),
+        *,
+        rule: str | None = None,
+        call: CallKey | None = None,
+    ) -> None:
+        """The label of an approval decision (indented for a subagent's call).
+
+        A command-policy denial names its rule: ``× [forbidden by policy] rule: mkfs``.
+        """
+        named = f" rule: {rule}" if rule and verdict == "forbidden" else ""
         self.line(
-            f"{_NEST * len(origin)}  {verdict_label(verdict)}",
+            f"{_NEST * len(origin)}  {verdict_label(verdict)}{named}",
             "ok" if verdict == "allow" else "error",
+            call=call,
         )
 
     def _call_line(self, origin: tuple[str, ...], call: om.ToolCallPayload) -> None:
@@ -325,13 +463,39 @@ class Renderer:
             self._shown_calls.add(key)
             summary = call_summary(call)
             self._labels[key] = summary
-            self.line(f"{_NEST * len(origin)}● {summary}", "call")
+            self._names[key] = call.name
+            self.line(f"{_NEST * len(origin)}● {summary}", "call", call=key)
+
+    def question_header(
+        self, call: om.OmniMessage[om.ToolCallPayload], preview: Iterable[tuple[str, Style]] = ()
+    ) -> None:
+        """What a question is about, right above it (chat.md C5.2, C5.3).
+
+        The call's ``●`` line — drawn again unless it is the last line shown, so that no
+        other call's line, question or result stands between it and its question —
+        then the ``preview`` lines (a diff, the content to write, the whole command).
+        """
+        origin = call.origin or ()
+        key = (origin, call.payload.tool_call_id)
+        if key not in self._shown_calls:
+            self._call_line(origin, call.payload)
+        else:
+            label = f"{_NEST * len(origin)}● {self._labels.get(key, call_summary(call.payload))}"
+
+            def again() -> None:
+                if self._tail != key:
+                    self._shown(key, self.surface.line, label, "call")
+
+            self._do(again)
+        prefix = _NEST * len(origin)
+        for text, style in preview:
+            self.line(f"{prefix}{text}", style, call=key)
 
     def _decision(self, origin: tuple[str, ...], payload: om.ApprovalDecisionPayload) -> None:
         key = (origin, payload.tool_call_id)
         verdict = decision_verdict(payload)
         if key in self._asked or verdict != "allow":
-            self.verdict(verdict, origin)
+            self.verdict(verdict, origin, rule=payload.policy_rule, call=key)
         if verdict == "allow":
             label = f"{_NEST * len(origin)}{self._labels.get(key, payload.tool_call_id)}"
             self._do(lambda: self.surface.call_started(key, label))
@@ -353,7 +517,7 @@ class Renderer:
                 self._thinking_open = False
                 self._stream(text)
             case om.TextPayload(role="assistant", text=text):
-                self._do(lambda: self.surface.answer(text))
+                self._do(lambda: self._shown(None, lambda t, _: self.surface.answer(t), text, ""))
             case om.PartialThinkingPayload(event_type=event, thinking=text):
                 if self.verbose and event == "delta":
                     self._stream(text, "dim")
@@ -364,17 +528,21 @@ class Renderer:
             case om.ApprovalDecisionPayload():
                 self._decision((), payload)
             case om.ToolCallOutputPayload():
+                self._flush_diff(((), payload.tool_call_id))
                 self._show_output(payload)
                 self._output_ended((), payload.tool_call_id)
             case om.PartialToolCallOutputPayload(event_type="delta", output=text) if self.verbose:
-                self._stream(text, "dim")
+                key = ((), payload.tool_call_id)
+                if self._names.get(key) in _DIFF_TOOLS:
+                    self._stream_diff(key, text)
+                else:
+                    self._stream(text, "dim")
             case om.RequestEndPayload(status=status) if status not in ("completed", "aborted"):
                 self._show_failure(payload)
             case om.AbortPayload():
                 self.line("[interrupted]", "warn")
             case om.TextPayload(role="user", sender="harness", text=text):
-                first = text.split("\n\n", 1)[-1].split("\n", 1)[0]
-                self.line(f"[{shorten(first)}]", "note")
+                self.line(f"[{harness_note(text)}]", "note")
             case om.TextPayload(role="user", text=text) if text.startswith(_STEERING[0]):
                 self.line(f"[steering] {shorten(_unwrap_steering(text))}", "note")
             case om.CompactionBeginPayload(reason=reason, mode=mode):
@@ -389,13 +557,39 @@ class Renderer:
                 pass
 
     def _show_output(self, payload: om.ToolCallOutputPayload) -> None:
+        key: CallKey = ((), payload.tool_call_id)
         lines = payload.output.strip("\n").split("\n")
         more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
         status = payload.stop_reason or "completed"
-        self.line(
-            f"  ⎿ {status}: {shorten(lines[0], 80)}{more}",
-            "ok" if status == "completed" else "error",
-        )
+        style: Style = "ok" if status == "completed" else "error"
+
+        def show() -> None:
+            # Named when another call's line, decision or result came since its own
+            # line (results of parallel calls interleaving, C5.2).
+            name = "" if self._last_call == key else self._result_name(key)
+            text = f"  ⎿ {name}{status}: {shorten(lines[0], 80)}{more}"
+            self._shown(key, self.surface.line, text, style)
+            self._tail = None
+
+        self._do(show)
+
+    def _result_name(self, key: CallKey) -> str:
+        label = self._labels.get(key)
+        return f"[{shorten(label, 60)}] " if label else ""
+
+    def _stream_diff(self, key: CallKey, text: str) -> None:
+        """Verbose edit_file/write_file output: its diff lines in red and green."""
+        data = self._diff_partial.pop(key, "") + text
+        *complete, rest = data.split("\n")
+        if rest:
+            self._diff_partial[key] = rest
+        for diff_line in complete:
+            self.line(diff_line, diff_style(diff_line))
+
+    def _flush_diff(self, key: CallKey) -> None:
+        rest = self._diff_partial.pop(key, "")
+        if rest:
+            self.line(rest, diff_style(rest))
 
     def _show_failure(self, payload: om.RequestEndPayload) -> None:
         detail = f": {payload.error_message}" if payload.error_message else ""
@@ -439,8 +633,10 @@ def history_lines(
     """A session's conversation, compactly: what ``penguin chat --resume`` shows first.
 
     One line per user message (``› first line``), per tool call (``● name: what``) and
-    per answer (its first line); subagents' records, harness notes, thinking and
-    events are left out.
+    per answer (its first line), and the outcomes a person would want to know of: a
+    call denied or forbidden (``× [denied]``, with the policy's rule), a run
+    interrupted (``[interrupted]``). Subagents' records, harness notes, thinking and
+    other events are left out.
     """
     shown: list[tuple[str, Style]] = []
     for record in records:
@@ -459,7 +655,27 @@ def history_lines(
                 shown.append((shorten(_first_line(payload.text), 100), ""))
         elif isinstance(payload, om.ToolCallPayload):
             shown.append((f"● {call_summary(payload)}", "call"))
+        elif isinstance(payload, om.ApprovalDecisionPayload):
+            verdict = decision_verdict(payload)
+            if verdict != "allow":
+                rule = payload.policy_rule if verdict == "forbidden" else None
+                named = f" rule: {rule}" if rule else ""
+                shown.append((f"  {verdict_label(verdict)}{named}", "error"))
+        elif isinstance(payload, om.AbortPayload):
+            shown.append(("[interrupted]", "warn"))
     return shown
+
+
+def harness_note(text: str) -> str:
+    """One line for a note the harness gave the model (shown in brackets).
+
+    A compacted context's summary reads ``context summary: FIRST LINE`` rather than
+    its marker (``[context_summary]``); any other note shows its first line.
+    """
+    if text.startswith(_SUMMARY):
+        body = text.removeprefix(_SUMMARY).strip("\n").removesuffix(_SUMMARY_END).strip()
+        return f"context summary: {shorten(_first_line(body), 90)}"
+    return shorten(text.split("\n\n", 1)[-1].split("\n", 1)[0])
 
 
 def _unwrap_steering(text: str) -> str:

@@ -3,8 +3,9 @@
 The assistant's text streams to stdout with a one-line view of each tool call and
 its result (:mod:`._render`). Approvals follow ``--approve`` (allow-all, deny-all,
 read-only, always-ask); interactive modes ask on stdin: ``y``/``yes``/empty approve,
-``n``/``no`` deny, end of input denies. The first Ctrl-C interrupts the Task
-cleanly (the next run re-sends what was cut off); a second one stops at once.
+``n``/``no`` deny, end of input denies, and any other answer asks again (chat.md
+C5.4). The first Ctrl-C interrupts the Task cleanly (the next run re-sends what was
+cut off), also at a question; a second one stops at once.
 
 Exit status: 0 the Task completed (denied calls included), 1 bad usage (an invalid
 ``--approve``, no model configured), 3 the model request failed after its retries,
@@ -25,12 +26,13 @@ import trio
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
 from penguin.approval import (
+    DEFAULT_APPROVAL_MODE,
     PROMPT,
     ApprovalMode,
     ApprovalModeError,
-    approver_for_mode,
+    approver,
     parse_approval_mode,
-    parse_prompt_answer,
+    read_run_answer,
 )
 from penguin.config import ConfigError
 
@@ -55,6 +57,11 @@ __all__ = [
     "stdin_is_a_terminal",
     "under_controls",
 ]
+
+SURFACE: Final = "penguin run"
+"""How a session ``penguin run`` holds is named to a process refused it (chat.md C5.6)."""
+RUN_REASK: Final = "answer y or n"
+"""Said before the question is asked again after an answer that is none of its words."""
 
 EXIT_CODES: Final = {
     "completed": 0,
@@ -97,7 +104,7 @@ def add_approval_options(parser: argparse.ArgumentParser) -> None:
     """``--approve MODE`` and ``--verbose``: how a Task is approved and shown."""
     parser.add_argument(
         "--approve",
-        default="allow-all",
+        default=None,
         metavar="MODE",
         help="allow-all (default), deny-all, read-only or always-ask",
     )
@@ -105,9 +112,11 @@ def add_approval_options(parser: argparse.ArgumentParser) -> None:
 
 
 def approval_mode_of(args: argparse.Namespace) -> ApprovalMode | None:
-    """The ``--approve`` mode; ``None``, with the reason on stderr, when it is not one."""
+    """The ``--approve`` mode (absent: allow-all); ``None``, with the reason on stderr, if bad."""
     try:
-        return parse_approval_mode(args.approve)
+        return parse_approval_mode(
+            args.approve if args.approve is not None else DEFAULT_APPROVAL_MODE
+        )
     except ApprovalModeError as exc:
         print(exc, file=sys.stderr)
         return None
@@ -143,12 +152,23 @@ def _main(args: argparse.Namespace) -> int:
     from penguin._errors import SandboxUnavailableError
     from penguin.agent import Agent
     from penguin.environment import WorkspaceError
+    from penguin.trace import SessionLockedError
 
     mode = approval_mode_of(args)
     if mode is None:
         return 1
     if (args.provider is None) != (args.model_id is None):
         print("penguin run: give --provider and --model-id together", file=sys.stderr)
+        return 1
+    if not args.message.strip():
+        print("penguin run: the task (-m) is empty; say what to do", file=sys.stderr)
+        return 1
+    if args.max_turns is not None and args.max_turns < 1:
+        print(
+            f"penguin run: --max-turns must be at least 1, not {args.max_turns} "
+            "(leave it out for no limit)",
+            file=sys.stderr,
+        )
         return 1
     unwritable = unwritable_reason(args)
     if unwritable is not None:
@@ -167,7 +187,12 @@ def _main(args: argparse.Namespace) -> int:
 
     async def main(controls: Controls) -> int:
         async with agent.session(
-            args.workspace, provider=args.provider, model_id=args.model_id, sandbox=policy
+            args.workspace,
+            provider=args.provider,
+            model_id=args.model_id,
+            sandbox=policy,
+            surface=SURFACE,
+            approval_mode=mode,
         ) as session:
             return await run_task(
                 session,
@@ -180,7 +205,7 @@ def _main(args: argparse.Namespace) -> int:
 
     try:
         return trio.run(under_controls, main)
-    except (ConfigError, WorkspaceError) as exc:
+    except (ConfigError, WorkspaceError, SessionLockedError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
         return 1
     except SandboxUnavailableError as exc:
@@ -211,10 +236,10 @@ class PromptAsker:
     One question at a time: the engine asks about one call at a time, but a subagent's
     calls are asked about from the parent's run_subagent window, which runs beside the
     engine, so two questions can be due at once; the second waits for the first answer.
-
-    By default the question is written through the renderer and the answer read with
-    ``read_line``; ``ask_line`` replaces both with a front end's own question (the
-    chat's line editor), while the renderer holds other output back.
+    The question is written through the renderer and the answer read with
+    ``read_line`` (``None``: end of input or Ctrl-C, which deny); an answer that is
+    none of ``y``/``yes``/``n``/``no``/Enter is not guessed at: the question is asked
+    again (chat.md C5.4).
     """
 
     def __init__(
@@ -223,34 +248,29 @@ class PromptAsker:
         read_line: Callable[[], Awaitable[str | None]],
         *,
         echo: bool,
-        ask_line: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self._renderer = renderer
         self._read_line = read_line
         self._echo = echo
-        self._ask_line = ask_line
         self._one_at_a_time = trio.Lock()
         self._asked: set[tuple[tuple[str, ...], str]] = set()
 
     async def __call__(self, call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
-        """Show the call, ask, and read the answer (``None``: end of input or Ctrl-C)."""
+        """Show the call, ask, and read the answer (asking again until it is one)."""
         async with self._one_at_a_time:
             origin = call.origin or ()
             self._asked.add((origin, call.payload.tool_call_id))
             self._renderer.mark_asked(origin, call.payload.tool_call_id)
             self._renderer.show(call)  # once: the stream may not have shown it yet
-            line = await self._question(PROMPT)
-        return parse_prompt_answer(line)
+            while True:
+                line = await self._question(PROMPT)
+                verdict = read_run_answer(line)
+                if verdict is not None:
+                    return verdict
+                self._renderer.line(RUN_REASK, "warn")
 
     async def _question(self, text: str) -> str | None:
         line: str | None = None
-        if self._ask_line is not None:
-            self._renderer.hold()
-            try:
-                line = await self._ask_line(text)
-            finally:
-                self._renderer.release()
-            return line
         self._renderer.prompt(text)
         try:
             line = await self._read_line()
@@ -303,7 +323,7 @@ async def run_task(
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
     renderer = Renderer(out or sys.stdout, verbose=verbose)
     ask = PromptAsker(renderer, controls.read_line, echo=not stdin_is_a_terminal())
-    approve = approver_for_mode(mode, ask=ask, permission=session.environment.tool_permission)
+    approve = approver(mode, session.environment.tool_permission, ask=ask)
     writer = session.recorder.writer
     stop = trio.Event()  # Ctrl-C, or the trace the disk refuses (issue 21.4): the task ends
     async with trio.open_nursery() as nursery:

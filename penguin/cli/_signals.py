@@ -2,8 +2,9 @@
 
 Ctrl-C (SIGINT) first interrupts the work gracefully — the tool is told, the Task
 closes out, the next run re-sends what was cut off — and a second Ctrl-C stops at
-once. While an approval prompt waits for an answer, Ctrl-C answers it "no" instead
-(reference 5.6) and the Task goes on. SIGTERM and SIGHUP stop at once. "At once" is still
+once. While an approval prompt waits for an answer, Ctrl-C ends the prompt (no
+decision is recorded: the call never runs) and interrupts the Task the same way, as
+docs/cli.md promises (exit status 130). SIGTERM and SIGHUP stop at once. "At once" is still
 structured: cancelling the block unwinds the Environment, which ends every process
 it started, so a terminated ``penguin`` leaves nothing behind (unlike SIGKILL, which
 nothing can catch).
@@ -29,7 +30,7 @@ class Controls:
 
     def __init__(self, nursery: trio.Nursery) -> None:
         self.interrupt = trio.Event()
-        """Set by the first Ctrl-C outside a prompt: pass it as ``interrupt=``."""
+        """Set by the first Ctrl-C (also one at a prompt): pass it as ``interrupt=``."""
         self._nursery = nursery
         self._prompt_cancelled: trio.Event | None = None
         self._lines: trio.MemoryReceiveChannel[str] | None = None
@@ -41,6 +42,7 @@ class Controls:
             async for signum in signals:
                 if signum == signal.SIGINT:
                     if self.cancel_prompt():
+                        self.interrupt.set()  # the person meant the Task, not just the call
                         continue
                     if not self.interrupt.is_set():
                         self.interrupt.set()

@@ -21,7 +21,12 @@ Three kinds of prompt, one at a time:
   redrawn ten times a second. Ctrl-C is reported whatever the line holds (the task is
   interrupted). A question pre-empts it and it comes back, text and all, afterwards.
 - :meth:`question` — one line answering a question (an approval, ``Exit? [y/N]``);
-  Ctrl-C and Ctrl-D answer ``None``.
+  Ctrl-C and Ctrl-D answer ``None``. An approval question is asked with a *guard*
+  (chat.md C5.1): what was typed before it is on the screen — keys the input line had
+  not read yet, and keys still in the terminal's buffer, a pending Enter included — is
+  kept for the input line (:attr:`Terminal.carried`), never read as the answer; and
+  keys arriving within the guard after it is drawn (300 ms: nobody has read it yet)
+  are dropped.
 
 Cancelling a prompt (the task it belongs to ended, SIGTERM) makes its application exit
 and waits for the thread, so the terminal is always back in its normal mode when a
@@ -33,7 +38,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO, final
@@ -47,7 +54,11 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI
 from prompt_toolkit.history import History
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input.typeahead import get_typeahead
+from prompt_toolkit.input.vt100 import raw_mode
+from prompt_toolkit.input.vt100_parser import Vt100Parser
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.shortcuts import CompleteStyle
 
 __all__ = ["HISTORY_LIMIT", "ChatHistory", "Entry", "SlashCompleter", "Terminal"]
@@ -191,6 +202,12 @@ class _Running:
     kind: Literal["read", "live", "question"]
     app: Application[Any] | None = None
     exit_requested: EntryKind | None = None
+    guard: float = 0.0
+    """Seconds after it is first drawn during which keys are dropped (a question)."""
+    shown_at: float | None = None
+    """When it was first drawn (``time.monotonic()``)."""
+    dropped: bool = False
+    """Keys were dropped by the guard: a bare Enter right after is not an answer either."""
     done: trio.Event = attrs.Factory(trio.Event)
     """Set once the prompt's thread has ended."""
 
@@ -210,6 +227,10 @@ class Terminal:
         self._no_question.set()
         self.unsent = ""
         """The text a cancelled prompt's line held (to offer again on the next one)."""
+        self.carried = ""
+        """Type-ahead kept from a guarded question, for the next input line (C5.1)."""
+        self.question_hint = ""
+        """Shown at the right of a guarded question once it takes keys (its answers)."""
         self.drawn = trio.Event()
         """Set once the first prompt is on the screen (start-up work can wait for it)."""
         self._token: trio.lowlevel.TrioToken | None = None
@@ -271,9 +292,29 @@ class Terminal:
     def _bindings(self) -> KeyBindings:
         bindings = KeyBindings()
 
+        guarded = Condition(self._guarded)
+
+        @bindings.add(Keys.Any, filter=guarded)
+        @bindings.add(Keys.BracketedPaste, filter=guarded)
+        def _drop(event: KeyPressEvent) -> None:
+            """A key in a guarded question's first moments: nobody has read it yet."""
+            running = self._running
+            if running is not None:
+                running.dropped = True
+
         @bindings.add("enter")
         def _enter(event: KeyPressEvent) -> None:
+            running = self._running
             buffer = event.current_buffer
+            if running is not None and running.kind == "question" and running.guard > 0:
+                if self._guarded():
+                    running.dropped = True
+                    return
+                if running.dropped and not buffer.text:
+                    # The end of typing that ran across the question: not a deliberate
+                    # empty answer. The next Enter is.
+                    running.dropped = False
+                    return
             if self._kind() != "question" and buffer.document.text_before_cursor.endswith("\\"):
                 buffer.delete_before_cursor(1)
                 buffer.insert_text("\n")
@@ -306,6 +347,14 @@ class Terminal:
         running = self._running
         return running.kind if running is not None else ""
 
+    def _guarded(self) -> bool:
+        """Whether keys are dropped now: a guarded question not yet up for its guard."""
+        running = self._running
+        if running is None or running.kind != "question" or running.guard <= 0:
+            return False
+        shown = running.shown_at
+        return shown is None or time.monotonic() - shown < running.guard
+
     # ------------------------------------------------------------------ prompts
 
     async def read(
@@ -317,7 +366,13 @@ class Terminal:
         ``message`` and gives way to :meth:`question`: it then ends ``preempted`` with
         its text, and the caller asks again.
         """
-        await self._no_question.wait()
+        while True:  # a question asked again at once replaces the event: wait on
+            no_question = self._no_question
+            await no_question.wait()
+            if no_question is self._no_question and not self._question_lock.locked():
+                break
+        if self.carried:
+            default, self.carried = default + self.carried, ""
         if live is None:
             return await self._prompt(
                 self._editor, "read", ANSI(message), default=default, refresh_interval=0
@@ -330,11 +385,13 @@ class Terminal:
             self._editor, "live", shown, default=default, refresh_interval=_LIVE_REFRESH
         )
 
-    async def question(self, text: str) -> str | None:
+    async def question(self, text: str, *, guard: float = 0.0) -> str | None:
         """Ask ``text``; the answer line, or ``None`` for Ctrl-C and Ctrl-D.
 
         One question at a time; a live prompt gives way while it is asked. The
-        question and its answer stay on the screen.
+        question and its answer stay on the screen. With ``guard`` (seconds), the
+        type-ahead is kept for the input line and keys are dropped for ``guard``
+        seconds once the question is drawn (see the module docstring).
         """
         async with self._question_lock:
             self._no_question = trio.Event()
@@ -344,21 +401,55 @@ class Terminal:
                     if running.kind == "live":
                         self._request_exit(running, "preempted")
                     await running.done.wait()
-                entry = await self._prompt(self._questions, "question", text, refresh_interval=0)
+                if guard > 0:
+                    self.carried += self._take_typeahead()
+                options: dict[str, Any] = {}
+                if guard > 0:
+                    # (the trailing space: prompt_toolkit lays it out to the last column)
+                    options["rprompt"] = lambda: "" if self._guarded() else self.question_hint + " "
+                entry = await self._prompt(
+                    self._questions, "question", text, refresh_interval=0, guard=guard, **options
+                )
             finally:
                 self._no_question.set()
         answer = entry.text if entry.kind == "line" else None
         self.write(f"{text}{answer or ''}\n")
         return answer
 
+    def _take_typeahead(self) -> str:
+        """The text typed but not read yet: prompt_toolkit's type-ahead and the tty's buffer.
+
+        Only printable characters are kept (an Enter, arrows and other keys are
+        dropped). Reading the terminal's buffer puts it in raw mode for the moment,
+        so that a line not yet ended by Enter can be read too.
+        """
+        source = self._questions.input
+        keys = list(get_typeahead(source))
+        with contextlib.suppress(OSError, ValueError, AttributeError, NotImplementedError):
+            fd = source.fileno()
+            data = b""
+            with raw_mode(fd):
+                while select.select([fd], [], [], 0)[0]:
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            if data:
+                parser = Vt100Parser(keys.append)
+                parser.feed(data.decode("utf-8", "replace"))
+                parser.flush()
+        return "".join(_typed(key) for key in keys)
+
     async def _prompt(
         self,
         session: PromptSession[Entry | str],
         kind: Literal["read", "live", "question"],
         message: Any,
+        *,
+        guard: float = 0.0,
         **options: Any,
     ) -> Entry:
-        running = _Running(kind)
+        running = _Running(kind, guard=guard)
         self._running = running
         token = self._token = self._token or trio.lowlevel.current_trio_token()
 
@@ -368,6 +459,15 @@ class Terminal:
                 running.app = app
                 self._app = app
                 requested = running.exit_requested
+            if guard > 0:
+
+                def shown(_: object) -> None:
+                    app.after_render.remove_handler(shown)
+                    running.shown_at = time.monotonic()
+                    with contextlib.suppress(RuntimeError):  # redraw: the hint appears
+                        app.loop.call_later(guard + 0.02, app.invalidate)  # type: ignore[union-attr]
+
+                app.after_render.add_handler(shown)
             if not self.drawn.is_set():
 
                 def first_render(_: object) -> None:
@@ -435,3 +535,12 @@ class Terminal:
 
         with contextlib.suppress(RuntimeError):  # its loop closed: it has ended already
             loop.call_soon_threadsafe(end)
+
+
+def _typed(key: KeyPress) -> str:
+    """The text a key press typed: a printable character (or a paste), else nothing."""
+    if key.key == Keys.BracketedPaste:
+        return " ".join(key.data.split())
+    if isinstance(key.key, Keys):
+        return ""
+    return key.data if key.data.isprintable() else ""

@@ -140,6 +140,7 @@ def session_meta(
     workspace: str,
     source: SessionSource | None = None,
     sandbox: Mapping[str, Any] | None = None,
+    approval_mode: str | None = None,
 ) -> OmniMessage[SessionMetaPayload]:
     """The ``session_meta`` message that opens every trace file."""
     payload = SessionMetaPayload(
@@ -152,6 +153,7 @@ def session_meta(
         workspace=workspace,
         source=source,
         sandbox=sandbox,
+        approval_mode=approval_mode,
     )
     return OmniMessage(timestamp=now_iso(), type="session_meta", payload=payload)
 

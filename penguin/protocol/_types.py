@@ -146,6 +146,8 @@ class SessionMetaPayload:
     source: SessionSource | None = None
     sandbox: Mapping[str, Any] | None = None
     """The session's sandbox, ``{"mode": M, "network": B}`` (spec/sandbox.md X1.4)."""
+    approval_mode: str | None = None
+    """The approval mode the session was started with (chat.md C5.5); absent: not said."""
 
 
 # --------------------------------------------------------------------------- complete model_msg

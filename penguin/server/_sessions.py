@@ -59,6 +59,7 @@ from penguin.agent import Agent, Session, SessionNotFoundError
 from penguin.approval import DEFAULT_APPROVAL_MODE, AllowList, Answer
 from penguin.environment import BackgroundCommand, WorkspaceError
 from penguin.trace import (
+    SessionLockedError,
     TraceWriteError,
     find_session,
     read_trace,
@@ -83,6 +84,8 @@ logger: Final = _log.child("server")
 SHUTDOWN_GRACE: Final = 10.0
 """Seconds the server waits for interrupted tasks before it stops them hard (S1.4)."""
 _CLOSE_GRACE: Final = 10.0
+SURFACE: Final = "penguin server"
+"""How a session this server holds open is named to a process refused it (chat.md C5.6)."""
 """Seconds a session (and its Environment's process kills) may take to close."""
 _FLUSH_GRACE: Final = 5.0
 _PUBLISH_SLICE: Final = 32
@@ -365,7 +368,11 @@ class ServerSessions:
 
         def opener() -> AbstractAsyncContextManager[Session]:
             return agent.session(
-                workspace, provider=request.provider, model_id=request.model_id, sandbox=policy
+                workspace,
+                provider=request.provider,
+                model_id=request.model_id,
+                sandbox=policy,
+                surface=SURFACE,
             )
 
         holder = _Holder()
@@ -497,6 +504,8 @@ class ServerSessions:
             ) from exc
         except WorkspaceError as exc:
             raise ApiError(400, "workspace_not_found", str(exc)) from exc
+        except SessionLockedError as exc:  # another process writes it (chat.md C5.6)
+            raise ApiError(409, "session_busy", str(exc)) from exc
         return session
 
     async def _hold(
@@ -539,7 +548,7 @@ class ServerSessions:
             holder = _Holder()
 
             def opener() -> AbstractAsyncContextManager[Session]:
-                return agent.resume_session(row.session_id)
+                return agent.resume_session(row.session_id, surface=SURFACE)
 
             try:
                 session = await self._open(holder, opener)

@@ -18,6 +18,11 @@ Reading and finding (blocking: wrap in ``trio.to_thread.run_sync`` in async code
     loc = find_session(traces_dir, session_id)  # the newest file, to resume:
     TraceWriter(traces_dir, session_id, start_index=loc.index, date_dir=loc.date_dir)
 
+One writer per session (chat.md C5.6)::
+
+    with SessionLock.acquire(lock_path(trace_path, session_id), session_id, "penguin chat"):
+        ...                                      # SessionLockedError names the holder
+
 This package owns the file format and its crash safety. It does not decide what a run
 records beyond reference 7.2's filter, when to rotate, or how a resumed session rebuilds its
 context from the messages read back: that is the engine's job.
@@ -35,6 +40,9 @@ from ._files import latest_session as latest_session
 from ._files import trace_file_name as trace_file_name
 from ._files import trace_files as trace_files
 from ._files import trace_locations as trace_locations
+from ._lock import SessionLock as SessionLock
+from ._lock import SessionLockedError as SessionLockedError
+from ._lock import lock_path as lock_path
 from ._reader import iter_trace as iter_trace
 from ._reader import read_trace as read_trace
 from ._writer import DIR_MODE as DIR_MODE
@@ -46,6 +54,8 @@ __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "MalformedTraceError",
+    "SessionLock",
+    "SessionLockedError",
     "TraceAppendError",
     "TraceError",
     "TraceLocation",
@@ -55,6 +65,7 @@ __all__ = [
     "is_recordable",
     "iter_trace",
     "latest_session",
+    "lock_path",
     "read_trace",
     "trace_file_name",
     "trace_files",

@@ -44,6 +44,8 @@ CONTEXT_WINDOW = 128_000
 PROMPT_DRAWN = "\x1b[?2004h"
 """What the terminal is sent when a prompt is drawn: bracketed paste mode on."""
 Body = dict[str, Any]
+QUESTION = "? Approve this tool call? [Y/a/n]"
+"""The chat's approval question (chat.md C5.4)."""
 
 
 def text_reply(text: str, *, prompt_tokens: int = 100, completion_tokens: int = 20) -> t.Reply:
@@ -236,6 +238,18 @@ class ChatPty:
         output the test waited for last.
         """
         await self.expect(PROMPT_DRAWN)
+
+    async def question(self, *, seen: bool = False, within: float = 30) -> None:
+        """Wait until an approval question is drawn and takes keys (chat.md C5.1).
+
+        Keys are dropped for its first 300 ms; then it shows its answers at the right
+        (``… n REASON``), which is what this waits for on the screen. ``seen``: the
+        test has already waited for the question's text in the output.
+        """
+        if not seen:
+            await self.expect(QUESTION, within=within)
+        # Nothing typed between the question and its hint: not an answered one's last draw.
+        await self.screen_shows(re.escape(QUESTION) + r"\s+y once .*n REASON$", within=within)
 
     async def send(self, text: str) -> None:
         await trio.to_thread.run_sync(self.child.send, text)

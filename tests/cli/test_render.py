@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import trio
 import trio.testing
@@ -10,12 +12,15 @@ import trio.testing
 from penguin import protocol as om
 from penguin.approval import PROMPT
 from penguin.cli._render import (
+    PREVIEW_DIFF_LINES,
     CallKey,
     Renderer,
     Style,
     TaskStats,
+    call_preview,
     call_summary,
     decision_verdict,
+    harness_note,
     history_lines,
 )
 from penguin.cli._run import PromptAsker
@@ -141,7 +146,9 @@ def test_a_policy_denial_shows_forbidden_in_either_record_form() -> None:
     view, out = renderer()
     view.show(write_call())
     view.show(old)
-    assert out.getvalue().endswith("  × [forbidden by policy]\n")
+    assert out.getvalue().endswith(
+        "  × [forbidden by policy] rule: rm-recursive-force\n"
+    )  # named (issue 18)
 
 
 def test_only_decisions_asked_about_or_not_allowed_are_labelled() -> None:
@@ -241,3 +248,87 @@ def test_task_stats_count_the_task_and_the_context_share() -> None:
         "tokens 2,950 in · 250 out · 100 cached · context 2,000 of 10,000 (20%) · 2.3s"
     )
     assert TaskStats().line(1.0) == "tokens 0 in · 0 out · 0 cached · 1.0s"
+
+
+def test_18_a_resumed_history_shows_denials_forbidden_calls_and_interrupts() -> None:
+    records: list[om.OmniMessage[om.Payload]] = [
+        om.user_text("Clean up"),
+        write_call("c1"),
+        om.approval_decision("deny", "c1"),
+        write_call("c2"),
+        om.approval_decision("forbidden", "c2", "rm-recursive-force"),
+        write_call("c3"),
+        om.approval_decision("allow", "c3"),
+        om.abort(None),
+    ]
+    assert history_lines(records) == [
+        ("› Clean up", "dim"),
+        ("● write_file: Write it (report.txt)", "call"),
+        ("  × [denied]", "error"),
+        ("● write_file: Write it (report.txt)", "call"),
+        ("  × [forbidden by policy] rule: rm-recursive-force", "error"),
+        ("● write_file: Write it (report.txt)", "call"),
+        ("[interrupted]", "warn"),
+    ]
+
+
+def test_18_a_compaction_summary_is_named_not_shown_as_its_marker() -> None:
+    view, out = renderer()
+    view.show(
+        om.user_text("[context_summary]\nWe fixed the parser.\n[/context_summary]", harness=True)
+    )
+    assert out.getvalue() == "[context summary: We fixed the parser.]\n"
+    assert harness_note("[notes]\n\nThe build finished.\nmore") == "The build finished."
+
+
+def test_c5_3_previews_of_an_edit_a_write_and_a_command(tmp_path: Path) -> None:
+    edit = om.tool_call(
+        "edit_file",
+        json.dumps(
+            {"file_path": "a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 1\ny = 3"}
+        ),
+        "e",
+    )
+    assert call_preview(edit.payload) == [
+        ("     x = 1", ""),
+        ("    -y = 2", "error"),
+        ("    +y = 3", "ok"),
+    ]
+    (tmp_path / "n.txt").write_text("12345")
+    write = om.tool_call("write_file", json.dumps({"file_path": "n.txt", "content": "a\nb\n"}), "w")
+    assert call_preview(write.payload, tmp_path) == [
+        ("    overwrites n.txt (5 bytes now)", "warn"),
+        ("    + a", "ok"),
+        ("    + b", "ok"),
+    ]
+    fresh = om.tool_call("write_file", json.dumps({"file_path": "new.txt", "content": "z"}), "f")
+    assert call_preview(fresh.payload, tmp_path)[0] == ("    creates new.txt", "dim")
+    cmd = "echo " + "x" * 150
+    shown = call_preview(
+        om.tool_call("exec_command", json.dumps({"cmd": cmd}), "c").payload, width=80
+    )
+    assert shown[0][0].startswith("  $ echo ")
+    assert "".join(text[4:] for text, _ in shown) == cmd
+    many = "\n".join(f"line {n}" for n in range(50))
+    big = om.tool_call(
+        "edit_file", json.dumps({"file_path": "a", "old_string": many, "new_string": "z"}), "b"
+    )
+    lines = call_preview(big.payload)
+    assert len(lines) == PREVIEW_DIFF_LINES + 1
+    assert lines[-1] == ("    (+11 lines)", "dim")
+
+
+def test_c5_2_a_result_names_its_call_when_another_came_between() -> None:
+    view, out = renderer()
+    view.show(write_call("a"))
+    view.show(write_call("b"))
+    view.show(om.tool_call_output("Created a", "a"))
+    view.show(om.tool_call_output("Created b", "b"))
+    view.show(write_call("c"))
+    view.show(om.tool_call_output("Created c", "c"))
+    assert out.getvalue().splitlines()[2:] == [
+        "  ⎿ [write_file: Write it (report.txt)] completed: Created a",
+        "  ⎿ [write_file: Write it (report.txt)] completed: Created b",
+        "● write_file: Write it (report.txt)",
+        "  ⎿ completed: Created c",
+    ]

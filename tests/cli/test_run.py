@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 from penguin import config as cfg
@@ -239,7 +240,8 @@ async def test_demo_with_always_ask_asks_for_every_call(tmp_path: Path) -> None:
     assert out.count("✓ [approved]") == 4
 
 
-async def test_ctrl_c_at_a_prompt_denies_that_call_and_the_task_goes_on(tmp_path: Path) -> None:
+async def test_ctrl_c_at_a_prompt_interrupts_the_task(tmp_path: Path) -> None:
+    # Issue 18: Ctrl-C at run's question interrupts the task (exit 130), as docs/cli.md says.
     process = await trio.lowlevel.open_process(
         [
             sys.executable,
@@ -262,18 +264,16 @@ async def test_ctrl_c_at_a_prompt_denies_that_call_and_the_task_goes_on(tmp_path
     with trio.fail_after(60):
         while b"[Y/n] " not in seen:
             seen += await process.stdout.receive_some()
-        process.send_signal(signal.SIGINT)  # answers this prompt "no"
-        while b"[denied]" not in seen:
-            seen += await process.stdout.receive_some()
-        await process.stdin.aclose()  # every later prompt: end of input, denied
+        process.send_signal(signal.SIGINT)
         async for chunk in process.stdout:
             seen += chunk
         code = await process.wait()
     out = seen.decode()
-    assert code == 0
-    assert "× [denied]" in out
-    assert "Tool call denied by user." in out
-    assert "[interrupted]" not in out
+    assert code == 130
+    assert "[interrupted]" in out
+    assert out.count("[Y/n] ") == 1  # no later question
+    assert "✓ [approved]" not in out
+    assert not list((tmp_path / "root").rglob("steps.py"))  # the call never ran
 
 
 async def test_18_3_run_with_nothing_listening_ends_within_6_s_saying_cannot_connect(
@@ -303,3 +303,38 @@ async def test_18_3_run_with_nothing_listening_ends_within_6_s_saying_cannot_con
     assert stderr.count(said) == 1  # the last line; the retries are on stdout
     assert done.stdout.decode().count(said) == 3  # two retries, then the end
     assert "ConnectError" not in stderr + done.stdout.decode()
+
+
+async def test_c5_4_run_asks_again_on_an_answer_it_does_not_know(tmp_path: Path) -> None:
+    done = await penguin(
+        "demo",
+        "--approve",
+        "always-ask",
+        "--root",
+        str(tmp_path / "root"),
+        cwd=tmp_path,
+        stdin=b"no!\nnah\nn\nstop\nn\nn\nn\n",
+    )
+    out = done.stdout.decode()
+    assert out.count("answer y or n") >= 3
+    assert "✓ [approved]" not in out
+    assert out.count("× [denied]") >= 1
+    assert not list((tmp_path / "root").rglob("steps.py"))
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-m", ""], "the task (-m) is empty"),
+        (["-m", "  "], "the task (-m) is empty"),
+        (["-m", "hi", "--max-turns", "0"], "--max-turns must be at least 1, not 0"),
+        (["-m", "hi", "--max-turns", "-1"], "--max-turns must be at least 1, not -1"),
+    ],
+)
+async def test_18_run_refuses_an_empty_task_and_a_max_turns_below_one(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    done = await penguin("run", *args, "--root", str(tmp_path / "root"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert said in done.stderr.decode()
+    assert not (tmp_path / "root").exists()  # refused before anything was made

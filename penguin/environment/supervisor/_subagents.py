@@ -241,6 +241,9 @@ class SubagentSession:
         self._nursery: trio.Nursery | None = None
         self._round_interrupt: trio.Event | None = None
         self._wrote_text = False
+        self._ended_line = True
+        """Whether the text delivered in this output so far ends a line (answers are
+        kept apart by one; a new output, with nothing pending, starts afresh)."""
         self._abort_reason: str | None = None
         self._windows = 0
         self._window_sink: _Sink | None = None
@@ -368,6 +371,7 @@ class SubagentSession:
     async def _round(self, prompt: str, interrupt: trio.Event) -> None:
         child = self.child
         self._wrote_text = False
+        self._ended_line = True
         self._abort_reason = None
         self.last_reply = ""
         exit_ = RoundExit("failed", "[subagent aborted: cancelled]")  # a hard stop
@@ -398,9 +402,13 @@ class SubagentSession:
         payload = message.payload
         if len(origin) == 1:
             if isinstance(payload, om.PartialTextPayload):
+                if payload.event_type == "start" and not self._ended_line:
+                    self.text.append("\n")  # the next answer's text starts on a line of its own
+                    self._ended_line = True
                 if payload.event_type == "delta" and payload.text:
                     self.text.append(payload.text)
                     self._wrote_text = True
+                    self._ended_line = payload.text.endswith("\n")
             elif isinstance(payload, om.AbortPayload):
                 self._abort_reason = payload.reason or "aborted"
             elif isinstance(payload, om.TextPayload) and payload.role == "assistant":
@@ -451,6 +459,8 @@ class SubagentSession:
         standing sink (if any) takes over again.
         """
         sink = None if approve is None else _Sink(approve)
+        if not self.text:
+            self._ended_line = True  # a new tool output: nothing of it to keep apart yet
         self._windows += 1
         if sink is not None:
             self._window_sink = sink
@@ -459,6 +469,8 @@ class SubagentSession:
             yield
         finally:
             self._windows -= 1
+            if not self.text:
+                self._ended_line = True  # all of it delivered: the next output starts afresh
             if sink is not None and self._window_sink is sink:
                 self._window_sink = None
                 self._approvals_changed.unpark_all()

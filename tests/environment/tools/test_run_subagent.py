@@ -182,6 +182,18 @@ async def test_3_8_2_only_the_given_fields_reach_the_runner(workspace: Path) -> 
     ]
 
 
+async def test_18_the_childs_answers_are_mirrored_on_lines_of_their_own(workspace: Path) -> None:
+    async def behaviour(ctx: RoundContext) -> None:
+        await ctx.say("I will look.")
+        await ctx.say("Found it.\n")
+        await ctx.say("Done.")
+
+    runner = FakeRunner(behaviour)
+    async with penguin.Environment.open(environment_config(workspace, runner)) as env:
+        called = await call_tool(env, "run_subagent", run_args())
+    assert (called.text, called.stop) == ("I will look.\nFound it.\nDone.", "completed")
+
+
 async def test_3_8_3_direct_text_is_mirrored_deeper_text_only_forwarded(workspace: Path) -> None:
     async def behaviour(ctx: RoundContext) -> None:
         await ctx.say("Three ", "files.")
