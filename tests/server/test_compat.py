@@ -74,7 +74,7 @@ async def test_22_s2_a_foreign_origin_is_refused(
 
 async def test_22_s2_bad_ids_get_the_resources_404(client: httpx.AsyncClient) -> None:
     for path, code in [
-        ("/api/projects/bad.id/agents/default_agent/config", "project_not_found"),
+        ("/api/projects/bad%20id/agents/default_agent/config", "project_not_found"),
         ("/api/projects/default_project/agents/..%2Fx/config", "agent_not_found"),
         ("/api/projects/-x/usage", "project_not_found"),
         ("/api/projects/-x/chat-defaults", "project_not_found"),
