@@ -51,6 +51,7 @@ from penguin.trace import DIR_MODE, FILE_MODE
 
 from ._atomic import write_atomically
 from ._ray_cluster import NAMESPACE, check_ray, connected
+from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._ray_worker import AGENT_FILES, BatchWorker
 from ._results import BatchResult
 from ._runner import BatchSettings, error_result
@@ -136,6 +137,8 @@ class RayDriver:
                     "max_restarts": 0,
                     "max_task_retries": 0,
                     "scheduling_strategy": "SPREAD",
+                    # The worker's processes are ended by penguin's watchdog, not Ray.
+                    "runtime_env": {"env_vars": dict(KEEP_WORKER_CHILDREN)},
                 },
                 settings=settings,
                 agent_files=agent_files,

@@ -3,7 +3,8 @@
 Ray has no public switch for these; each is pinned to the Ray it was written against
 (``ray==2.60.0``, the one ``penguin[ray]`` installs here) and says which test shows it
 still holds. When Ray moves one of these names, the test named beside it fails first.
-Nothing else in ``penguin.batch`` imports a ``ray._private`` or ``ray._raylet`` name.
+Nothing else in ``penguin.batch`` imports a ``ray._private`` or ``ray._raylet`` name,
+nor sets one of Ray's internal ``RAY_*`` configuration entries.
 """
 
 from __future__ import annotations
@@ -13,9 +14,30 @@ import importlib
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["keep_loopback", "quiet_init", "reread_ray_config", "restore_cluster_flag"]
+__all__ = [
+    "KEEP_WORKER_CHILDREN",
+    "keep_loopback",
+    "quiet_init",
+    "reread_ray_config",
+    "restore_cluster_flag",
+]
+
+KEEP_WORKER_CHILDREN: Final = {"RAY_kill_child_processes_on_worker_exit": "0"}
+"""The environment of a worker's process that leaves its children to penguin's watchdog.
+
+Patch: Ray's internal configuration entry ``kill_child_processes_on_worker_exit``
+(``RayConfig``, read from the environment by each process as it starts; default true in
+Ray 2.60.0). With it, a worker that ``ray.kill`` ends SIGKILLs every direct child of its
+process on the way out, and the host's watchdog is one: it dies before it can sweep,
+and a daemon a task's command had forked (``setsid``, so no child of the worker) is left
+running. Without it, the worker's death closes the watchdog's link and the watchdog
+kills every process of the worker's sessions, the commands themselves included. Given
+to the actors as their ``runtime_env``'s ``env_vars``, so only penguin's workers run
+with it (the cluster's other jobs keep Ray's cleanup). Shown by
+``test_21_2_what_a_killed_worker_s_tasks_started_is_gone_within_2_s``.
+"""
 
 
 class _OffMainThreadNotice(logging.Filter):

@@ -13,6 +13,7 @@ the cluster (``_ray_cluster``).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from penguin import config as cfg
 from penguin._log import warn
 
 from ._atomic import write_atomically
+from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks
 from ._tasks import BatchTask
@@ -51,6 +53,9 @@ class BatchWorker:
         self, settings: Mapping[str, Any], agent_files: Mapping[str, bytes], gather: bool
     ) -> None:
         """A worker for the batch ``settings``; makes the node's agent files the driver's."""
+        # Read by Ray as this process started; the tasks' commands do not inherit it.
+        for name in KEEP_WORKER_CHILDREN:
+            os.environ.pop(name, None)
         self._loop = _ShareLoop(settings_from_wire(settings), gather)
         _write_agent_files(self._loop.settings, agent_files)
 
