@@ -22,9 +22,10 @@ Every response gets ``X-Content-Type-Options: nosniff``; ``/api/`` responses
 ``Cache-Control: no-store``; everything else (the page and its files) the
 ``Content-Security-Policy`` (penguin's own, or the one given for a ``--ui`` front
 end). No CORS header is ever sent. An :class:`~._errors.ApiError`
-raised anywhere below becomes its error response; any other exception is logged with
-its traceback on stderr and answered 500 ``internal_error`` with a generic message,
-so no traceback ever reaches a client.
+raised by the checks or anywhere below becomes its error response (below, by the
+exception handlers of :func:`application`); any other exception is logged with its
+traceback on stderr and answered 500 ``internal_error`` with a generic message, so no
+traceback ever reaches a client.
 
 :func:`send_event_stream` (the body of :class:`EventStreamResponse`) writes a
 :class:`~._channel.Subscriber` as
@@ -42,8 +43,11 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any, Final, final
 
 import trio
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Mount, Router
 
 from penguin import _log
 from penguin._concurrency import collapse_single
@@ -61,6 +65,7 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "application",
     "host_name",
     "send_event_stream",
     "send_json",
@@ -213,14 +218,15 @@ class Guard:
         try:
             self._check(scope, api=api, path=path)
             scope = dict(scope)
-            scope["app"] = self  # starlette then raises HTTPException for 404/405
             raw = scope.get("raw_path")
             if isinstance(raw, bytes) and b"%2f" in raw.lower():
                 scope["path"] = segment_safe_path(raw)
             try:
                 await self._app(scope, _capped(receive), guarded_send)
-            except HTTPException as exc:
-                raise _from_http_exception(exc, scope) from None
+            except Exception:
+                if not started:
+                    raise
+                return  # answered and logged by the application's handlers (re-raised after)
         except ApiError as error:
             if started:
                 logger.warning("penguin server: %s after the response began", error.code)
@@ -282,6 +288,64 @@ class Guard:
                 raise BodyTooLarge()
 
 
+def application(router: Router) -> Starlette:
+    """``router`` in a starlette application whose exception handlers answer errors (S2.5).
+
+    These are starlette's documented ``exception_handlers``: an unknown route or method
+    (starlette's ``HTTPException``) becomes the spec's 404 ``not_found`` or 405
+    ``method_not_allowed`` (with ``Allow``), an :class:`~._errors.ApiError` its error
+    body (a refused body read to its end first, see :func:`_discard_body`), anything
+    else is logged with its traceback and answered 500 ``internal_error`` (starlette
+    then re-raises it; the :class:`Guard` lets it end there).
+    The router is mounted whole, so its own options (``redirect_slashes``, ``default``)
+    stay as they are.
+    """
+    return Starlette(
+        routes=[Mount("", app=router)],
+        exception_handlers={
+            HTTPException: _http_error,
+            ApiError: _api_error,
+            Exception: _internal_error,
+        },
+    )
+
+
+def _error_response(error: ApiError) -> Response:
+    body = json.dumps(error.body(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return Response(
+        body, status_code=error.status, headers=error.headers, media_type="application/json"
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error_response(_from_http_exception(exc, request.scope))
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    if isinstance(exc, BodyTooLarge):
+        await _discard_body(request.receive)
+    return _error_response(exc)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, RuntimeError) and isinstance(exc.__cause__, ApiError):
+        # starlette's handlers refuse an error once the response has begun
+        logger.warning("penguin server: %s after the response began", exc.__cause__.code)
+    else:
+        scope = request.scope
+        logger.error(
+            "penguin server: internal error on %s %s",
+            scope.get("method"),
+            scope.get("path", ""),
+            exc_info=exc,
+        )
+    return _error_response(
+        ApiError(500, "internal_error", "The server failed on this request; see its log.")
+    )
+
+
 def _from_http_exception(exc: HTTPException, scope: Scope) -> ApiError:
     path = scope.get("path", "")
     if exc.status_code == 405:
@@ -320,14 +384,20 @@ async def _discard_body(receive: Receive) -> None:
 
 
 def _capped(receive: Receive) -> Receive:
+    """``receive`` that raises :class:`BodyTooLarge` once, when the body passes the cap.
+
+    Once refused, the rest of the body passes through, to be discarded.
+    """
     received = 0
+    refused = False
 
     async def capped_receive() -> Message:
-        nonlocal received
+        nonlocal received, refused
         message = await receive()
-        if message["type"] == "http.request":
+        if message["type"] == "http.request" and not refused:
             received += len(message.get("body", b""))
             if received > MAX_BODY_BYTES:
+                refused = True
                 raise BodyTooLarge()
         return message
 
