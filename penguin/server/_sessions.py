@@ -229,7 +229,15 @@ class ServerSessions:
             row.session_id, self._paths(row.project_id, row.agent_id).traces_dir
         )
         return session_info(
-            row, live, sandbox=sandbox, has_trace=has_trace, path=path, trace_path=trace_path
+            row,
+            state="idle" if live is None else live.state,
+            pending=0 if live is None else len(live.approvals),
+            allow_list=[] if live is None else list(live.allow_list.entries()),
+            tasked=live is not None and live.tasked,
+            sandbox=sandbox,
+            has_trace=has_trace,
+            path=path,
+            trace_path=trace_path,
         )
 
     # ------------------------------------------------------------------ sessions

@@ -11,16 +11,13 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from penguin import config as cfg
 from penguin.environment import BackgroundCommand
 
 from ._approvals import PendingApproval
 from ._index import SessionRow
-
-if TYPE_CHECKING:
-    from ._live import Live
 
 __all__ = [
     "approval_request",
@@ -48,15 +45,22 @@ def approval_request(pending: PendingApproval) -> dict[str, object]:
 
 def session_info(
     row: SessionRow,
-    live: Live | None,
     *,
+    state: str,
+    pending: int,
+    allow_list: list[str],
+    tasked: bool,
     sandbox: Mapping[str, object],
     has_trace: bool,
     path: Path | None,
     trace_path: bool,
 ) -> dict[str, object]:
-    """A session's JSON (S4.4) from its row, its live state and its sandbox fields."""
-    tasked = row.last_active_at != row.created_at or (live is not None and live.tasked)
+    """A session's JSON (S4.4): its row, its live state, its sandbox fields.
+
+    ``tasked``: a task has run since the server opened it (with a ``lastActiveAt`` past
+    its creation, that makes ``hasTrace``).
+    """
+    tasked = row.last_active_at != row.created_at or tasked
     info: dict[str, object] = {
         "sessionId": row.session_id,
         "projectId": row.project_id,
@@ -68,9 +72,9 @@ def session_info(
         **sandbox,
         "title": row.title,
         "archived": row.archived,
-        "state": "idle" if live is None else live.state,
-        "pendingApprovalCount": 0 if live is None else len(live.approvals),
-        "allowList": [] if live is None else list(live.allow_list.entries()),
+        "state": state,
+        "pendingApprovalCount": pending,
+        "allowList": allow_list,
         "createdAt": row.created_at,
         "lastActiveAt": row.last_active_at,
         "hasTrace": has_trace and tasked,
