@@ -27,18 +27,17 @@ exception handlers of :func:`application`); any other exception is logged with i
 traceback on stderr and answered 500 ``internal_error`` with a generic message, so no
 traceback ever reaches a client.
 
-:func:`send_event_stream` (the body of :class:`EventStreamResponse`) writes a
-:class:`~._channel.Subscriber` as
-``text/event-stream``: each write carries everything queued since the last one, a
-client that goes away ends the response at once, and the subscriber is closed
-whatever happens.
+Responses are starlette's; hand-written are only what starlette has no part for: the
+checks above, and :func:`send_event_stream` (the body of :class:`EventStreamResponse`),
+which writes a :class:`~._channel.Subscriber` as ``text/event-stream``: each write
+carries everything queued since the last one, a client that goes away ends the
+response at once, and the subscriber is closed whatever happens.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
-from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any, Final, final
 
@@ -46,14 +45,14 @@ import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Router
 
 from penguin import _log
 from penguin._concurrency import collapse_single
 
 from ._channel import Subscriber
-from ._errors import MAX_BODY_BYTES, ApiError, BodyTooLarge, error_body
+from ._errors import MAX_BODY_BYTES, ApiError, BodyTooLarge
 from ._routes import segment_safe_path
 
 __all__ = [
@@ -68,8 +67,6 @@ __all__ = [
     "application",
     "host_name",
     "send_event_stream",
-    "send_json",
-    "send_response",
 ]
 
 logger: Final = _log.child("server")
@@ -146,32 +143,6 @@ def request_token(scope: Scope) -> str | None:
     return _cookie(headers.get("cookie", []), TOKEN_COOKIE)
 
 
-async def send_response(
-    send: Send,
-    status: int,
-    body: bytes = b"",
-    *,
-    content_type: str | None = None,
-    headers: Iterable[tuple[str, str]] = (),
-) -> None:
-    """One complete response."""
-    raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-    if content_type is not None:
-        raw.append((b"content-type", content_type.encode("latin-1")))
-    if status not in (204, 304):
-        raw.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body if status not in (204, 304) else b""})
-
-
-async def send_json(
-    send: Send, status: int, value: object, *, headers: Iterable[tuple[str, str]] = ()
-) -> None:
-    """A JSON response (compact UTF-8)."""
-    body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    await send_response(send, status, body, content_type="application/json", headers=headers)
-
-
 @final
 class Guard:
     """The checks and headers of S2 around ``app``; see the module docstring."""
@@ -233,15 +204,12 @@ class Guard:
                 return
             if isinstance(error, BodyTooLarge):
                 await _discard_body(receive)
-            await send_json(guarded_send, error.status, error.body(), headers=error.headers.items())
+            await _error_response(error)(scope, receive, guarded_send)
         except Exception:
             logger.exception("penguin server: internal error on %s %s", scope.get("method"), path)
             if not started:
-                await send_json(
-                    guarded_send,
-                    500,
-                    error_body("internal_error", "The server failed on this request; see its log."),
-                )
+                internal = ApiError(500, "internal_error", _INTERNAL)
+                await _error_response(internal)(scope, receive, guarded_send)
 
     def _check(self, scope: Scope, *, api: bool, path: str) -> None:
         headers = _headers(scope)
@@ -311,10 +279,7 @@ def application(router: Router) -> Starlette:
 
 
 def _error_response(error: ApiError) -> Response:
-    body = json.dumps(error.body(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return Response(
-        body, status_code=error.status, headers=error.headers, media_type="application/json"
-    )
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -329,6 +294,9 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return _error_response(exc)
 
 
+_INTERNAL: Final = "The server failed on this request; see its log."
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, RuntimeError) and isinstance(exc.__cause__, ApiError):
         # starlette's handlers refuse an error once the response has begun
@@ -341,9 +309,7 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
             scope.get("path", ""),
             exc_info=exc,
         )
-    return _error_response(
-        ApiError(500, "internal_error", "The server failed on this request; see its log.")
-    )
+    return _error_response(ApiError(500, "internal_error", _INTERNAL))
 
 
 def _from_http_exception(exc: HTTPException, scope: Scope) -> ApiError:
