@@ -28,7 +28,6 @@ cancels what is still there.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -41,20 +40,20 @@ from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
-from penguin.agent import Agent, Session
+from penguin.agent import Session
 from penguin.approval import DEFAULT_APPROVAL_MODE, Answer
 from penguin.trace import find_session, read_trace, trace_files, trace_locations
 
+from ._agents import Agents, check_model, check_workspace
 from ._channel import EventChannel, Subscriber, server_event_frame
 from ._errors import ApiError
 from ._idle import IdleSweep
 from ._index import SessionIndex, SessionRow
 from ._live import Holder, Live, LiveSessions
 from ._requests import CreateSession, Decision, UpdateSession
-from ._routes import valid_id
 from ._sandbox import SandboxInfo, session_policy
-from ._scan import unindexed_sessions
-from ._shapes import approval_request, model_row, process_row, session_info, task_state
+from ._scan import remove_session_files, unindexed_sessions
+from ._shapes import approval_request, process_row, session_info, task_state
 from ._tasks import Tasks
 
 __all__ = ["IDLE_CLOSE", "SHUTDOWN_GRACE", "ServerSessions", "new_epoch"]
@@ -93,7 +92,7 @@ class ServerSessions:
         self.grace = grace
         self.idle_close = idle_close
         """Seconds of idleness after which an open session is closed; None: never."""
-        self._agents: dict[tuple[str, str], Agent] = {}
+        self._agents = Agents(root)
         self._sandbox = SandboxInfo()
         """Each session's sandboxMode/network (spec/sandbox.md X1.3)."""
         self._registry = LiveSessions(nursery, epoch=epoch, grace=grace)
@@ -197,20 +196,7 @@ class ServerSessions:
         return self._registry.get(session_id)
 
     def _paths(self, project_id: str, agent_id: str) -> cfg.AgentPaths:
-        return cfg.AgentPaths(self.root, project_id, agent_id)
-
-    async def _agent(self, project_id: str, agent_id: str) -> Agent:
-        key = (project_id, agent_id)
-        agent = self._agents.get(key)
-        if agent is None:
-            try:
-                agent = await trio.to_thread.run_sync(Agent.open, self.root, project_id, agent_id)
-            except cfg.ConfigError as exc:
-                raise ApiError(
-                    400, "agent_config_invalid", f"The agent's configuration is broken: {exc}"
-                ) from exc
-            agent = self._agents.setdefault(key, agent)
-        return agent
+        return self._agents.paths(project_id, agent_id)
 
     async def _info(
         self, row: SessionRow, *, has_trace: bool | None = None, trace_path: bool = False
@@ -248,9 +234,9 @@ class ServerSessions:
         """Create a session (S4.2): checked, opened, flushed to its trace, then indexed."""
         self._refuse_when_closing()
         if request.workspace is not None:
-            await _check_workspace(request.workspace)
-        agent = await self._agent(project_id, agent_id)
-        await _check_model(agent, request.provider, request.model_id)
+            await check_workspace(request.workspace)
+        agent = await self._agents.agent(project_id, agent_id)
+        await check_model(agent, request.provider, request.model_id)
         workspace = request.workspace
         policy = await session_policy(agent, request.sandbox_mode, request.network)
 
@@ -348,7 +334,7 @@ class ServerSessions:
             if live is not None:
                 await self._registry.close([live], wait_cancelled=True)
             paths = self._paths(row.project_id, row.agent_id)
-            await trio.to_thread.run_sync(_remove_session_files, paths, session_id)
+            await trio.to_thread.run_sync(remove_session_files, paths, session_id)
             await self.index.delete(session_id)
         finally:
             self._registry.retiring.discard(session_id)
@@ -357,7 +343,7 @@ class ServerSessions:
 
     async def _ensure_open(self, live: Live, row: SessionRow) -> Session:
         """The session's Session, resumed from its trace when it is not open."""
-        agent = await self._agent(row.project_id, row.agent_id)
+        agent = await self._agents.agent(row.project_id, row.agent_id)
         return await self._registry.ensure_open(live, row, agent)
 
     # ------------------------------------------------------------------ tasks
@@ -447,30 +433,11 @@ class ServerSessions:
 
     async def agents(self, project_id: str) -> list[str]:
         """The project's agents that exist on disk."""
-        agents_dir = self.root / project_id / "agents"
-
-        def scan() -> list[str]:
-            try:
-                names = [entry.name for entry in os.scandir(agents_dir) if entry.is_dir()]
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-            return sorted(name for name in names if valid_id(name))
-
-        return await trio.to_thread.run_sync(scan)
+        return await self._agents.agents(project_id)
 
     async def models(self, project_id: str) -> list[dict[str, object]]:
         """The project's configured models (never their keys or endpoints)."""
-        paths = self._paths(project_id, cfg.DEFAULT_AGENT_ID)
-        try:
-            project = await trio.to_thread.run_sync(cfg.load_project_config, paths.project_config)
-        except cfg.ConfigError as exc:
-            raise ApiError(
-                400, "model_not_configured", f"The project's configuration is broken: {exc}"
-            ) from exc
-        default = project.default_entry()
-        if default is None and len(project.models) == 1:
-            default = project.models[0]
-        return [model_row(entry, default=entry is default) for entry in project.models]
+        return await self._agents.models(project_id)
 
     # ------------------------------------------------------------------ shutdown
 
@@ -479,55 +446,3 @@ class ServerSessions:
         self._registry.closing = True
         self.events.close()
         await self._registry.close(list(self._registry), wait_cancelled=False)
-
-
-async def _check_workspace(workspace: str) -> None:
-    if not os.path.isabs(workspace) or not await trio.Path(workspace).is_dir():
-        raise ApiError(
-            400,
-            "workspace_not_found",
-            f"The workspace {workspace!r} is not an existing absolute directory.",
-        )
-
-
-async def _check_model(agent: Agent, provider: str | None, model_id: str | None) -> None:
-    try:
-        project = await trio.to_thread.run_sync(agent.project_config)
-    except cfg.ConfigError as exc:
-        raise ApiError(
-            400, "model_not_configured", f"The project's configuration is broken: {exc}"
-        ) from exc
-    if provider is not None and model_id is not None:
-        if project.find_model(provider, model_id) is None:
-            raise ApiError(
-                400,
-                "model_not_found",
-                f"No model {provider}/{model_id} is configured for this project; add it with "
-                "`penguin config model add`.",
-            )
-        return
-    try:
-        cfg.resolve_model(project)
-    except cfg.ConfigError as exc:
-        raise ApiError(400, "model_not_configured", exc.reason) from exc
-
-
-def _remove_session_files(paths: cfg.AgentPaths, session_id: str) -> None:
-    """The session's trace files, its subagent children's, and their scratchpads."""
-    doomed = [session_id]
-    for path in trace_files(paths.traces_dir, session_id):
-        try:
-            records = read_trace(path)
-        except OSError:
-            continue
-        for record in records:
-            if isinstance(record.payload, om.SubagentPayload):
-                doomed.append(record.payload.session_id)
-    for sid in doomed:
-        try:
-            cfg.validate_id(sid, "session id")
-        except ValueError:
-            continue
-        for path in trace_files(paths.traces_dir, sid):
-            path.unlink(missing_ok=True)
-        shutil.rmtree(paths.scratchpad(sid), ignore_errors=True)
