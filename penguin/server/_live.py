@@ -12,7 +12,7 @@ then close the Sessions (their Environments kill every process they started).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Literal, final
 
@@ -186,11 +186,14 @@ class LiveSessions:
             if target is not None:
                 target.channel.publish_message(message)
 
-    async def ensure_open(self, live: Live, row: SessionRow, agent: Agent) -> Session:
-        """The session's open Session, resumed from its trace when it is not open."""
+    async def ensure_open(
+        self, live: Live, row: SessionRow, open_agent: Callable[[], Awaitable[Agent]]
+    ) -> Session:
+        """The session's open Session, resumed from its trace (by ``open_agent()``'s Agent)."""
         async with live.opening:
             if live.session is not None:
                 return live.session
+            agent = await open_agent()
             holder = Holder()
 
             def opener() -> AbstractAsyncContextManager[Session]:

@@ -31,6 +31,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, final
 
@@ -343,8 +344,8 @@ class ServerSessions:
 
     async def _ensure_open(self, live: Live, row: SessionRow) -> Session:
         """The session's Session, resumed from its trace when it is not open."""
-        agent = await self._agents.agent(row.project_id, row.agent_id)
-        return await self._registry.ensure_open(live, row, agent)
+        open_agent = partial(self._agents.agent, row.project_id, row.agent_id)
+        return await self._registry.ensure_open(live, row, open_agent)
 
     # ------------------------------------------------------------------ tasks
 
