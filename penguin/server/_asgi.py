@@ -22,34 +22,37 @@ Every response gets ``X-Content-Type-Options: nosniff``; ``/api/`` responses
 ``Cache-Control: no-store``; everything else (the page and its files) the
 ``Content-Security-Policy`` (penguin's own, or the one given for a ``--ui`` front
 end). No CORS header is ever sent. An :class:`~._errors.ApiError`
-raised anywhere below becomes its error response; any other exception is logged with
-its traceback on stderr and answered 500 ``internal_error`` with a generic message,
-so no traceback ever reaches a client.
+raised by the checks or anywhere below becomes its error response (below, by the
+exception handlers of :func:`application`); any other exception is logged with its
+traceback on stderr and answered 500 ``internal_error`` with a generic message, so no
+traceback ever reaches a client.
 
-:func:`send_event_stream` (the body of :class:`EventStreamResponse`) writes a
-:class:`~._channel.Subscriber` as
-``text/event-stream``: each write carries everything queued since the last one, a
-client that goes away ends the response at once, and the subscriber is closed
-whatever happens.
+Responses are starlette's; hand-written are only what starlette has no part for: the
+checks above, and :func:`send_event_stream` (the body of :class:`EventStreamResponse`),
+which writes a :class:`~._channel.Subscriber` as ``text/event-stream``: each write
+carries everything queued since the last one, a client that goes away ends the
+response at once, and the subscriber is closed whatever happens.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
-from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any, Final, final
 
 import trio
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import Response
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Router
 
 from penguin import _log
 from penguin._concurrency import collapse_single
 
 from ._channel import Subscriber
-from ._errors import MAX_BODY_BYTES, ApiError, BodyTooLarge, error_body
+from ._errors import MAX_BODY_BYTES, ApiError, BodyTooLarge
 from ._routes import segment_safe_path
 
 __all__ = [
@@ -61,10 +64,9 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "application",
     "host_name",
     "send_event_stream",
-    "send_json",
-    "send_response",
 ]
 
 logger: Final = _log.child("server")
@@ -141,32 +143,6 @@ def request_token(scope: Scope) -> str | None:
     return _cookie(headers.get("cookie", []), TOKEN_COOKIE)
 
 
-async def send_response(
-    send: Send,
-    status: int,
-    body: bytes = b"",
-    *,
-    content_type: str | None = None,
-    headers: Iterable[tuple[str, str]] = (),
-) -> None:
-    """One complete response."""
-    raw = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-    if content_type is not None:
-        raw.append((b"content-type", content_type.encode("latin-1")))
-    if status not in (204, 304):
-        raw.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body if status not in (204, 304) else b""})
-
-
-async def send_json(
-    send: Send, status: int, value: object, *, headers: Iterable[tuple[str, str]] = ()
-) -> None:
-    """A JSON response (compact UTF-8)."""
-    body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    await send_response(send, status, body, content_type="application/json", headers=headers)
-
-
 @final
 class Guard:
     """The checks and headers of S2 around ``app``; see the module docstring."""
@@ -213,29 +189,27 @@ class Guard:
         try:
             self._check(scope, api=api, path=path)
             scope = dict(scope)
-            scope["app"] = self  # starlette then raises HTTPException for 404/405
             raw = scope.get("raw_path")
             if isinstance(raw, bytes) and b"%2f" in raw.lower():
                 scope["path"] = segment_safe_path(raw)
             try:
                 await self._app(scope, _capped(receive), guarded_send)
-            except HTTPException as exc:
-                raise _from_http_exception(exc, scope) from None
+            except Exception:
+                if not started:
+                    raise
+                return  # answered and logged by the application's handlers (re-raised after)
         except ApiError as error:
             if started:
                 logger.warning("penguin server: %s after the response began", error.code)
                 return
             if isinstance(error, BodyTooLarge):
                 await _discard_body(receive)
-            await send_json(guarded_send, error.status, error.body(), headers=error.headers.items())
+            await _error_response(error)(scope, receive, guarded_send)
         except Exception:
             logger.exception("penguin server: internal error on %s %s", scope.get("method"), path)
             if not started:
-                await send_json(
-                    guarded_send,
-                    500,
-                    error_body("internal_error", "The server failed on this request; see its log."),
-                )
+                internal = ApiError(500, "internal_error", _INTERNAL)
+                await _error_response(internal)(scope, receive, guarded_send)
 
     def _check(self, scope: Scope, *, api: bool, path: str) -> None:
         headers = _headers(scope)
@@ -282,6 +256,62 @@ class Guard:
                 raise BodyTooLarge()
 
 
+def application(router: Router) -> Starlette:
+    """``router`` in a starlette application whose exception handlers answer errors (S2.5).
+
+    These are starlette's documented ``exception_handlers``: an unknown route or method
+    (starlette's ``HTTPException``) becomes the spec's 404 ``not_found`` or 405
+    ``method_not_allowed`` (with ``Allow``), an :class:`~._errors.ApiError` its error
+    body (a refused body read to its end first, see :func:`_discard_body`), anything
+    else is logged with its traceback and answered 500 ``internal_error`` (starlette
+    then re-raises it; the :class:`Guard` lets it end there).
+    The router is mounted whole, so its own options (``redirect_slashes``, ``default``)
+    stay as they are.
+    """
+    return Starlette(
+        routes=[Mount("", app=router)],
+        exception_handlers={
+            HTTPException: _http_error,
+            ApiError: _api_error,
+            Exception: _internal_error,
+        },
+    )
+
+
+def _error_response(error: ApiError) -> Response:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error_response(_from_http_exception(exc, request.scope))
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    if isinstance(exc, BodyTooLarge):
+        await _discard_body(request.receive)
+    return _error_response(exc)
+
+
+_INTERNAL: Final = "The server failed on this request; see its log."
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, RuntimeError) and isinstance(exc.__cause__, ApiError):
+        # starlette's handlers refuse an error once the response has begun
+        logger.warning("penguin server: %s after the response began", exc.__cause__.code)
+    else:
+        scope = request.scope
+        logger.error(
+            "penguin server: internal error on %s %s",
+            scope.get("method"),
+            scope.get("path", ""),
+            exc_info=exc,
+        )
+    return _error_response(ApiError(500, "internal_error", _INTERNAL))
+
+
 def _from_http_exception(exc: HTTPException, scope: Scope) -> ApiError:
     path = scope.get("path", "")
     if exc.status_code == 405:
@@ -320,14 +350,20 @@ async def _discard_body(receive: Receive) -> None:
 
 
 def _capped(receive: Receive) -> Receive:
+    """``receive`` that raises :class:`BodyTooLarge` once, when the body passes the cap.
+
+    Once refused, the rest of the body passes through, to be discarded.
+    """
     received = 0
+    refused = False
 
     async def capped_receive() -> Message:
-        nonlocal received
+        nonlocal received, refused
         message = await receive()
-        if message["type"] == "http.request":
+        if message["type"] == "http.request" and not refused:
             received += len(message.get("body", b""))
             if received > MAX_BODY_BYTES:
+                refused = True
                 raise BodyTooLarge()
         return message
 

@@ -8,25 +8,34 @@ record of its first trace file (its ``session_meta``); subagent children
 and are skipped, as are directories and ids that do not have the shapes the API
 accepts. A session found this way is titled after its first task (:func:`task_title`
 of the trace's first user text), as a session the server runs is at its first task.
-Blocking: run it in a worker thread.
+:func:`remove_session_files` removes a deleted session's traces, with those of its
+subagent children, and their scratchpads (S4.6). Blocking: run them in a worker thread.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
+from penguin import config as cfg
 from penguin import protocol as om
 from penguin.approval import DEFAULT_APPROVAL_MODE
-from penguin.trace import TraceLocation, trace_locations
+from penguin.trace import TraceLocation, read_trace, trace_files, trace_locations
 
 from ._index import SessionRow
 from ._routes import valid_id, valid_session_id
 
-__all__ = ["TITLE_CHARS", "iso_time", "task_title", "unindexed_sessions"]
+__all__ = [
+    "TITLE_CHARS",
+    "iso_time",
+    "remove_session_files",
+    "task_title",
+    "unindexed_sessions",
+]
 
 TITLE_CHARS: Final = 60
 """The longest title :func:`task_title` makes (an ellipsis ends a longer one)."""
@@ -140,3 +149,24 @@ def unindexed_sessions(root: str | os.PathLike[str], known: Collection[str]) -> 
                 if row is not None:
                     found.append(row)
     return found
+
+
+def remove_session_files(paths: cfg.AgentPaths, session_id: str) -> None:
+    """The session's trace files, its subagent children's, and their scratchpads."""
+    doomed = [session_id]
+    for path in trace_files(paths.traces_dir, session_id):
+        try:
+            records = read_trace(path)
+        except OSError:
+            continue
+        for record in records:
+            if isinstance(record.payload, om.SubagentPayload):
+                doomed.append(record.payload.session_id)
+    for sid in doomed:
+        try:
+            cfg.validate_id(sid, "session id")
+        except ValueError:
+            continue
+        for path in trace_files(paths.traces_dir, sid):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(paths.scratchpad(sid), ignore_errors=True)

@@ -39,7 +39,7 @@ from penguin import config as cfg
 from penguin._concurrency import collapse_single
 
 from ._app import build_router
-from ._asgi import CONTENT_SECURITY_POLICY, Guard
+from ._asgi import CONTENT_SECURITY_POLICY, Guard, application
 from ._compat import UI_CONTENT_SECURITY_POLICY, UiFolder
 from ._index import INDEX_FILE
 from ._sessions import IDLE_CLOSE, SHUTDOWN_GRACE, ServerSessions
@@ -216,7 +216,7 @@ async def _serving(
     options: ServerOptions, sessions: ServerSessions, token: str, ui: UiFolder | None
 ) -> AsyncIterator[RunningServer]:
     app = Guard(
-        build_router(sessions, token=token, project_id=options.project_id, ui=ui),
+        application(build_router(sessions, token=token, project_id=options.project_id, ui=ui)),
         token=token,
         allowed_hosts=allowed_hosts(options.host, options.allow_hosts),
         content_security_policy=CONTENT_SECURITY_POLICY
