@@ -3,6 +3,9 @@ the issue's list (a model that fails or hangs, a client that leaves mid-stream).
 
 from __future__ import annotations
 
+import ctypes
+import os
+
 import httpx
 import trio
 
@@ -236,8 +239,11 @@ async def test_21_4_a_trace_write_that_fails_ends_the_task_failed_with_its_messa
     async with open_stream(client, sid) as stream:
         await start_task(client, sid, task)
         await stream.until(lambda e: e.is_state("running"))
-        await trace.rename(aside)
-        await trace.mkdir()  # every later append of this session's trace fails: EISDIR
+        # Every later append of this session's trace fails (EISDIR): the file and a new
+        # directory swap names in one step, so no append can re-create the file between
+        # a rename and a mkdir.
+        await aside.mkdir()
+        await trio.to_thread.run_sync(_exchange, trace, aside)
         release.set()
         ended = await stream.until(
             lambda e: e.type == "task_state" and e.data["state"] != "running"
@@ -251,8 +257,8 @@ async def test_21_4_a_trace_write_that_fails_ends_the_task_failed_with_its_messa
     assert info["state"] == "failed"
     # the disk is writable again: the next task reopens the session from its trace
     await wait_until(lambda: server.sessions._live[sid].session is None)
-    await trace.rmdir()
-    await aside.rename(trace)
+    await trio.to_thread.run_sync(_exchange, trace, aside)
+    await aside.rmdir()
     async with open_stream(client, sid) as stream:
         await start_task(client, sid, "and now?")
         idle = await stream.until_idle()
@@ -260,3 +266,12 @@ async def test_21_4_a_trace_write_that_fails_ends_the_task_failed_with_its_messa
     info = (await client.get(f"/api/sessions/{sid}")).json()["session"]
     assert info["state"] == "idle"
     assert model.requests[-1]["messages"][-1]["content"] == "and now?"
+
+
+def _exchange(one: os.PathLike[str], other: os.PathLike[str]) -> None:
+    """Swap two paths atomically (Linux's renameat2 with RENAME_EXCHANGE)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    if libc.renameat2(at_fdcwd, os.fsencode(one), at_fdcwd, os.fsencode(other), rename_exchange):
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno), os.fspath(one))
