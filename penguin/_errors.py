@@ -78,6 +78,8 @@ This module imports nothing from penguin, so every layer can import it.
 
 from __future__ import annotations
 
+from typing import final
+
 __all__ = ["PenguinError", "SandboxUnavailableError", "SessionNotFoundError"]
 
 
@@ -90,10 +92,12 @@ class PenguinError(Exception):
     """
 
 
+@final
 class SessionNotFoundError(PenguinError, LookupError):
     """No trace of that session id under this agent."""
 
 
+@final
 class SandboxUnavailableError(PenguinError, RuntimeError):
     """A sandbox mode was chosen that this machine cannot enforce (spec/sandbox.md X3.1).
 

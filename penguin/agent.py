@@ -95,6 +95,7 @@ FROM_TRACE: Final = object()
 """``Agent.resume_session(sandbox=...)``'s default: the policy the trace records."""
 
 
+@final
 @attrs.define(eq=False)
 class Agent:
     """One agent of one project: its configuration and state on disk.
@@ -457,6 +458,7 @@ async def _assemble(
             )
 
 
+@final
 @attrs.frozen
 class _VisionModel:
     """A model as describe_image's :class:`~penguin.environment.VisionService`.
@@ -598,6 +600,7 @@ class ChildSessionRunner:
             raise SubagentSpawnError(f"subagent error: {exc}") from exc
 
 
+@final
 @attrs.frozen
 class _SubagentChild:
     """An open child Session as the subagent supervisor drives it (``SubagentChild``)."""
@@ -649,6 +652,7 @@ class SessionUsage:
     """The last request's total tokens: how full the context is."""
 
 
+@final
 @attrs.define(eq=False)
 class Session:
     """One conversation: an Environment, a model, a trace and the engine that runs Tasks.

@@ -14,11 +14,14 @@ approval wrongly, and their messages say how to put it right.
 
 from __future__ import annotations
 
+from typing import final
+
 from penguin._errors import PenguinError
 
 __all__ = ["ApprovalModeError", "PolicyPatternError"]
 
 
+@final
 class ApprovalModeError(PenguinError, ValueError):
     """The text given as an approval mode is none of the four modes.
 
@@ -33,6 +36,7 @@ class ApprovalModeError(PenguinError, ValueError):
         self.value = value
 
 
+@final
 class PolicyPatternError(PenguinError, ValueError):
     """A command-policy rule's ``pattern`` does not compile as a Python regular expression.
 

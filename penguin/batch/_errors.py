@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import final
 
 from penguin._errors import PenguinError
 
 __all__ = ["BackendUnavailableError", "BatchOptionError", "ResultsWriteError", "TaskFileError"]
 
 
+@final
 class TaskFileError(PenguinError, ValueError):
     """Line ``line`` (1-based) of the task file ``path`` is not a valid task.
 
@@ -48,6 +50,7 @@ class TaskFileError(PenguinError, ValueError):
         return "\n".join(str(problem.args[0]) for problem in self.problems)
 
 
+@final
 class BatchOptionError(PenguinError, ValueError):
     """An option the batch cannot run with; ``option`` names it, the message says why.
 
@@ -60,6 +63,7 @@ class BatchOptionError(PenguinError, ValueError):
         self.value = value
 
 
+@final
 class BackendUnavailableError(PenguinError, RuntimeError):
     """The backend ``backend`` cannot be used here; the message says how to get it."""
 
@@ -68,6 +72,7 @@ class BackendUnavailableError(PenguinError, RuntimeError):
         self.backend = backend
 
 
+@final
 class ResultsWriteError(PenguinError, OSError):
     """A result line could not be written to the results file ``path``; none of it is there.
 

@@ -12,6 +12,7 @@ rate.
 from __future__ import annotations
 
 from collections import Counter
+from typing import final
 
 import attrs
 
@@ -20,6 +21,7 @@ from ._results import BatchResult
 __all__ = ["BatchProgress", "format_duration"]
 
 
+@final
 @attrs.define(kw_only=True)
 class BatchProgress:
     """How far a batch of ``total`` tasks has got."""

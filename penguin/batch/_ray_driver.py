@@ -39,7 +39,7 @@ import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, final
 
 import attrs
 import trio
@@ -73,6 +73,7 @@ def _unreachable(name: str, call: str, exc: Exception) -> None:
     )
 
 
+@final
 @attrs.define
 class _Share:
     """The tasks one worker runs, and what the driver has heard of them."""
@@ -86,6 +87,7 @@ class _Share:
         return [task for task in self.tasks if task.id not in self.done]
 
 
+@final
 class RayDriver:
     """Runs a batch on a Ray cluster from a Trio program; see the module docstring."""
 
@@ -288,6 +290,7 @@ class RayDriver:
             await self._kill(name)
 
 
+@final
 @attrs.frozen(kw_only=True)
 class _RunContext:
     worker_class: Any

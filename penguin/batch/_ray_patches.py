@@ -14,7 +14,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, Final, final
 
 __all__ = [
     "KEEP_WORKER_CHILDREN",
@@ -40,6 +40,7 @@ with it (the cluster's other jobs keep Ray's cleanup). Shown by
 """
 
 
+@final
 class _OffMainThreadNotice(logging.Filter):
     """Drops Ray's notice that ``ray.init`` off the main thread sets no SIGTERM handler.
 

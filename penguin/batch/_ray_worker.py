@@ -18,7 +18,7 @@ import signal
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, final
 
 import trio
 
@@ -37,6 +37,7 @@ AGENT_FILES: Final = ("project_config", "system_config", "vault")
 """The agent's files a worker needs (attributes of AgentPaths)."""
 
 
+@final
 class BatchWorker:
     """One Ray actor: a Trio loop running its share of the batch (a threaded actor).
 
@@ -120,6 +121,7 @@ class BatchWorker:
                 trio.from_thread.run_sync(scope.cancel, trio_token=token)
 
 
+@final
 class _ShareLoop:
     """A worker's Trio side, and what it shares with the actor's other threads."""
 

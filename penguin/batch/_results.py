@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias, get_args
+from typing import Any, Final, Literal, TypeAlias, final, get_args
 
 import attrs
 
@@ -50,6 +50,7 @@ def status_of_run(run_status: str) -> BatchStatus:
     return _RUN_STATUS.get(run_status, "failed")
 
 
+@final
 @attrs.frozen(kw_only=True)
 class TokenTotals:
     """The tokens one task used over all its requests; ``cached`` is part of ``input``."""
@@ -59,6 +60,7 @@ class TokenTotals:
     cached: int = 0
 
 
+@final
 @attrs.frozen(kw_only=True)
 class BatchResult:
     """One task's result, as a line of the results file (spec B1.2).

@@ -31,7 +31,7 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, final
 
 import attrs
 import trio
@@ -62,6 +62,7 @@ HARD_STOP_GRACE_S: Final = 10.0
 """Seconds between a task's graceful interrupt and its hard stop."""
 
 
+@final
 @attrs.frozen(kw_only=True)
 class BatchSettings:
     """Where a batch's sessions live and the defaults its tasks do not override.
@@ -84,6 +85,7 @@ class BatchSettings:
     project file's ``[sandbox]``, else none."""
 
 
+@final
 @attrs.define
 class TaskStop:
     """Whether a task was told to stop, why, and whether it took a hard stop."""
@@ -182,6 +184,7 @@ async def run_tasks(
                     nursery.start_soon(one, task, slot)
 
 
+@final
 @attrs.define
 class _Tally:
     """What a task's stream has shown so far (kept when it is hard-stopped)."""
@@ -220,6 +223,7 @@ class _Tally:
             self.final_text.append(payload.text)
 
 
+@final
 @attrs.define
 class _TaskRunner:
     agent: Agent
@@ -335,6 +339,7 @@ def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:
     return fresh
 
 
+@final
 class _ModelClients:
     """The batch's model clients: one per model, shared by every session of the batch."""
 

@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, final
 
 import attrs
 
@@ -56,6 +56,7 @@ UNATTENDED_MODES: Final[tuple[ApprovalMode, ...]] = ("allow-all", "deny-all")
 """The approval modes a batch runs with: nobody is there to answer a question."""
 
 
+@final
 @attrs.frozen(kw_only=True)
 class BatchTask:
     """One task of a batch: a prompt, where it works, and its own overrides.

@@ -35,7 +35,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, final
 
 import trio
 
@@ -328,6 +328,7 @@ async def _announce_interrupt(controls: Controls, display: ProgressDisplay) -> N
     )
 
 
+@final
 class ProgressDisplay:
     """The batch's progress on stderr: one live line, or one line per finished task."""
 
@@ -404,6 +405,7 @@ class ProgressDisplay:
             pass
 
 
+@final
 class _AboveTheLine(logging.Handler):
     """A ``penguin`` log line, written by the display above its live line."""
 

@@ -51,7 +51,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import attrs
 import trio
@@ -182,6 +182,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------- Ctrl-C while a task runs
 
 
+@final
 @attrs.define
 class TaskControl:
     """Ctrl-C while a Task runs: the first interrupts it, another within 2 s stops it at once.
@@ -213,10 +214,12 @@ class TaskControl:
 # ---------------------------------------------------------------------- what to open
 
 
+@final
 class _UsageError(PenguinError, ValueError):
     """A command line that cannot start a chat; the message says what is wrong."""
 
 
+@final
 @attrs.frozen
 class _Plan:
     """What the chat opens first: a new session, or one to resume."""
@@ -313,6 +316,7 @@ def _recorded_mode(meta: dict[str, Any]) -> ApprovalMode | None:
 # ---------------------------------------------------------------------- the session slot
 
 
+@final
 class _SessionSlot:
     """The chat's current Session, held open by a task of its own so ``/clear`` can swap it."""
 
@@ -367,6 +371,7 @@ class _SessionSlot:
 # ---------------------------------------------------------------------- the chat
 
 
+@final
 class _Chat:
     """One ``penguin chat`` process: its session slot, its view, its input."""
 
@@ -476,6 +481,7 @@ class _Chat:
         terminal = self.terminal
         color = use_color(sys.stdout)
 
+        @final
         class AbovePrompt(logging.Handler):
             def emit(self, record: logging.LogRecord) -> None:
                 line = record.getMessage()
@@ -822,6 +828,7 @@ class _Chat:
             self.renderer.line(f"[no background command {args[0]}; /processes lists them]", "error")
 
 
+@final
 class _ChatAsker:
     """The chat's ``ask``: the call named and previewed, then a deliberate answer (C5).
 

@@ -27,7 +27,7 @@ import getpass
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, final
 
 from penguin import config
 from penguin._errors import PenguinError
@@ -51,6 +51,7 @@ _PROG: Final = "penguin config"
 Handler = Callable[[argparse.Namespace], int]
 
 
+@final
 class _UsageError(PenguinError, ValueError):
     """Input the command cannot act on; reported as one line, exit 1."""
 

@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, final
 
 from penguin import config
 from penguin._errors import PenguinError
@@ -31,6 +31,7 @@ Leaf = Callable[..., argparse.ArgumentParser]
 _PROG: Final = "penguin config mcp"
 
 
+@final
 class _Refused(PenguinError, ValueError):
     """What the command cannot do; printed as one line, exit 1."""
 

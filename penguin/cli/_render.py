@@ -33,7 +33,7 @@ import os
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TextIO, TypeAlias
+from typing import Any, Final, Literal, Protocol, TextIO, TypeAlias, final
 
 import attrs
 
@@ -291,6 +291,7 @@ class Surface(Protocol):
         ...
 
 
+@final
 class TextSurface:
     """A plain text stream: what ``penguin run`` and ``penguin demo`` print."""
 
@@ -349,6 +350,7 @@ class TextSurface:
             self._write("\n")
 
 
+@final
 class Renderer:
     """Shows a run's messages on a :class:`Surface` (a :class:`TextSurface` on ``out``).
 
@@ -694,6 +696,7 @@ def _first_line(text: str) -> str:
 # ---------------------------------------------------------------------- the stats line
 
 
+@final
 @attrs.define
 class TaskStats:
     """The token counts and times of one task, fed its ``token_usage`` messages.

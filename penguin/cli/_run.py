@@ -19,7 +19,7 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO, final
 
 import trio
 
@@ -230,6 +230,7 @@ async def under_controls(main: Callable[[Controls], Awaitable[int]]) -> int:
     return codes[0] if codes else EXIT_CODES["aborted"]
 
 
+@final
 class PromptAsker:
     """The ``ask`` callback of the approval modes: a question on the terminal per call.
 

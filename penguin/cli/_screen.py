@@ -30,7 +30,7 @@ import io
 import shutil
 import threading
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, final
 
 from prompt_toolkit.utils import get_cwidth
 
@@ -88,6 +88,7 @@ def _fit(text: str, width: int) -> str:
     return kept + "…"
 
 
+@final
 class ScreenSurface:
     """Where the chat's Renderer draws on a terminal (see the module docstring)."""
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import math
 import signal
 import sys
+from typing import final
 
 import trio
 
 __all__ = ["Controls"]
 
 
+@final
 class Controls:
     """The interrupt event, the hard stop, and stdin prompts of one command."""
 

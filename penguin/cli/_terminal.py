@@ -73,6 +73,7 @@ _BATCH: Final = 1 / 60
 EntryKind = Literal["line", "eof", "ctrl_c", "preempted", "cancelled"]
 
 
+@final
 @attrs.frozen
 class Entry:
     """What a prompt ended with, and the text its line held then."""
@@ -195,6 +196,7 @@ class SlashCompleter(Completer):
                 yield Completion(command, start_position=-len(typed))
 
 
+@final
 @attrs.define(eq=False)
 class _Running:
     """A prompt whose thread is running: its application once it is up."""
@@ -212,6 +214,7 @@ class _Running:
     """Set once the prompt's thread has ended."""
 
 
+@final
 class Terminal:
     """The screen and the keyboard of one chat (see the module docstring)."""
 

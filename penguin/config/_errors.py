@@ -29,7 +29,7 @@ Failures to *write* a configuration file are plain :class:`OSError`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, final
 
 from penguin._errors import PenguinError
 
@@ -91,5 +91,6 @@ class ConfigValueError(ConfigError):
         return (type(self), (self.reason, self.field))
 
 
+@final
 class InvalidIdError(ConfigValueError):
     """A project, agent or session id that breaks the id rule (``config._paths.is_valid_id``)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final, Literal, TypeAlias, cast
+from typing import Final, Literal, TypeAlias, cast, final
 from urllib.parse import urlsplit
 
 import attrs
@@ -61,6 +61,7 @@ _STDIO_KEYS: Final = ("command", "args", "env", "cwd", "sandbox")
 _REMOTE_KEYS: Final = ("url", "headers")
 
 
+@final
 @attrs.frozen(kw_only=True)
 class McpStdioTransport:
     """A local server started as a subprocess speaking MCP over stdin/stdout.
@@ -77,6 +78,7 @@ class McpStdioTransport:
     kind: Literal["stdio"] = attrs.field(default="stdio", init=False)
 
 
+@final
 @attrs.frozen(kw_only=True)
 class McpRemoteTransport:
     """A server reached over HTTP: streamable HTTP (``http``) or server-sent events (``sse``)."""
@@ -86,6 +88,7 @@ class McpRemoteTransport:
     headers: Mapping[str, str] = attrs.field(factory=dict)
 
 
+@final
 @attrs.frozen(kw_only=True)
 class McpServerConfig:
     """One ``tools.mcpServers`` entry; its tools are named ``mcp__<name>__<tool>``.

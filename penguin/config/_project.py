@@ -269,6 +269,7 @@ class ProjectConfig:
 # ------------------------------------------------------------------ loading
 
 
+@final
 @attrs.frozen
 class _Reader:
     path: Path

@@ -22,7 +22,7 @@ import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, cast, final
 
 import attrs
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -92,6 +92,7 @@ def _positive_edge(instance: object, attribute: attrs.Attribute[int], value: int
         raise ConfigValueError(f"max_edge must be a positive number of pixels, not {value!r}")
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ImageSettings:
     """The ``images`` section of ``system_config.yaml``: what happens to big images.
@@ -120,6 +121,7 @@ def _positive_count(instance: object, attribute: attrs.Attribute[int], value: in
         raise ConfigValueError(f"{attribute.name} must be a positive whole number, not {value!r}")
 
 
+@final
 @attrs.frozen(kw_only=True)
 class SubagentSettings:
     """The ``subagents`` section of ``system_config.yaml``.
@@ -133,6 +135,7 @@ class SubagentSettings:
     max_spawned: int = attrs.field(default=DEFAULT_MAX_SPAWNED, validator=_positive_count)
 
 
+@final
 @attrs.frozen(kw_only=True)
 class AgentConfig:
     """An agent's ``system_config.yaml``, validated.

@@ -9,7 +9,7 @@ else ever leaves the process.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, final
 
 import attrs
 
@@ -30,6 +30,7 @@ DEFAULT_TIMEOUT_MS = 120_000
 DEFAULT_MAX_OUTPUT_LENGTH = 16_000
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolDefinitionConfig:
     """One configured tool.

@@ -20,7 +20,7 @@ import math
 import stat
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, final
 
 import attrs
 from ruamel.yaml import YAML
@@ -94,6 +94,7 @@ def _unwrapped(value: object) -> object:
     return bool(value) if isinstance(value, ScalarBoolean) else value
 
 
+@final
 @attrs.frozen
 class Located:
     """A value of a YAML document and where it is: file, dotted field path, 1-based line.

@@ -17,7 +17,7 @@ the old context, and the trace never stays inside one — a hard stop records
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, final
 
 import attrs
 import trio
@@ -50,6 +50,7 @@ _DISCARDED_NOTE: Final = (
 )
 
 
+@final
 @attrs.frozen(kw_only=True)
 class CompactionSettings:
     """When and how a context is compacted between turns.
@@ -79,6 +80,7 @@ def compaction_reason(
     return None
 
 
+@final
 @attrs.frozen
 class _Summary:
     text: str | None = None
@@ -87,6 +89,7 @@ class _Summary:
     error_message: str | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class Compaction:
     """One compaction of the context in ``ledger``, with the engine's pieces it needs.

@@ -56,7 +56,7 @@ import collections
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import TypeAlias, final
 
 import attrs
 import trio
@@ -94,6 +94,7 @@ Message: TypeAlias = om.OmniMessage[om.Payload]
 ToolCall: TypeAlias = om.OmniMessage[om.ToolCallPayload]
 
 
+@final
 @attrs.define
 class _AttemptEnd:
     outcome: LLMOutcome | None
@@ -101,6 +102,7 @@ class _AttemptEnd:
     retry_in: float | None = None
 
 
+@final
 class Engine:
     """Runs Tasks for one session: a model, a tool runner, a ledger and a trace.
 

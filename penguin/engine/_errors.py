@@ -12,10 +12,13 @@ are messages with a ``stop_reason`` and the run's :class:`~penguin.engine.RunRes
 
 from __future__ import annotations
 
+from typing import final
+
 from penguin._errors import PenguinError
 
 __all__ = ["EngineBusyError"]
 
 
+@final
 class EngineBusyError(PenguinError, RuntimeError):
     """A session runs one Task at a time: steer the live one, or wait for it to end."""

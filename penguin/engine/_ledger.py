@@ -39,6 +39,8 @@ The rules, per record:
 
 from __future__ import annotations
 
+from typing import final
+
 import attrs
 
 from penguin import protocol as om
@@ -63,6 +65,7 @@ _ASSISTANT = (
 )
 
 
+@final
 @attrs.define
 class _Attempt:
     produced: list[Complete] = attrs.Factory(list)
@@ -85,6 +88,7 @@ def _placeholder_output(call_id: str, timestamp: str) -> Complete:
     return _stamped(om.tool_call_output(INTERRUPTED_OUTPUT, call_id, "aborted"), timestamp)
 
 
+@final
 class Ledger:
     """What the model has seen and will see next, rebuilt from recorded messages."""
 

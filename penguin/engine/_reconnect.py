@@ -23,7 +23,7 @@ other failure waits on the ladder.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, final
 
 import attrs
 import trio
@@ -44,6 +44,7 @@ RETRYABLE: Final = frozenset({"failed", "timeout", "malformed"})
 """The stop reasons of a failed request that are worth another attempt."""
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ReconnectPolicy:
     """Waits before each in-run retry of a failed request (reference D6: 2, 4, 8, 16, 30 s).
@@ -71,6 +72,7 @@ class ReconnectPolicy:
         return ladder[attempt - 1]
 
 
+@final
 @attrs.frozen
 class RequestEnd:
     """How one attempt ended: its ``request_end`` record and the wait before the next one.

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Final, final
 
 import trio
 
@@ -62,6 +62,7 @@ async def _idle() -> None:
     await trio.testing.wait_all_tasks_blocked()
 
 
+@final
 class TraceRecorder:
     """Writes recordable messages to one trace writer from a background task.
 

@@ -15,7 +15,7 @@ and the trace always agree.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, final
 
 import attrs
 import trio
@@ -44,6 +44,7 @@ slows the run down once about ``STREAM_BUFFER + 1`` full batches are waiting."""
 _BATCH_SIZE: Final = 64
 
 
+@final
 @attrs.frozen(kw_only=True)
 class RunResult:
     """How a run ended: the status, the model's error when it failed, turns taken."""
@@ -53,6 +54,7 @@ class RunResult:
     turns: int = 0
 
 
+@final
 class Batch(list[Message]):
     """Messages handed over together; the producer appends until the consumer takes it."""
 
@@ -63,6 +65,7 @@ class Batch(list[Message]):
         self.taken = False
 
 
+@final
 class RunStream:
     """The messages of one run, in order; :attr:`result` once the iteration ended."""
 
@@ -107,6 +110,7 @@ def finish(stream: RunStream, result: RunResult) -> None:
     stream._result = result
 
 
+@final
 class OpenFragments:
     """What a cut model stream left unfinished, so that it can be closed ``aborted``.
 
@@ -158,6 +162,7 @@ def _aborted(complete: Message, *, stop: bool) -> list[Message]:
     return [partial, closed] if stop else [closed]
 
 
+@final
 class Outlet:
     """Where the messages of a run go: the stream, and then the ledger and the trace.
 

@@ -16,7 +16,7 @@ Invariants it keeps (reference 1.7–1.9):
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, final
 
 import attrs
 
@@ -48,6 +48,7 @@ def truncated_note(limit: int) -> str:
     return f"[output truncated: exceeded {limit} chars]"
 
 
+@final
 @attrs.frozen(kw_only=True)
 class Outcome:
     """What happened to the call, as observed by the Environment when it returned.
@@ -80,6 +81,7 @@ def classify(outcome: Outcome, timeout_ms: int) -> tuple[StopReason, str | None]
     return outcome.self_report or "completed", None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class Closing:
     """Everything the Environment sends after the tool returned.
@@ -95,6 +97,7 @@ class Closing:
     images: tuple[str, ...]
 
 
+@final
 class CallOutput:
     """The output account of one call: what was produced, kept, forwarded, captured.
 

@@ -32,7 +32,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, final, runtime_checkable
 
 import attrs
 import trio
@@ -66,6 +66,7 @@ def _image_tuple(images: Iterable[str]) -> tuple[str, ...]:
     return tuple(images)
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolResult:
     """How a tool says it ended.
@@ -100,6 +101,7 @@ class Tool(Protocol):
         ...
 
 
+@final
 @attrs.frozen(kw_only=True)
 class SubagentRequest:
     """What run_subagent asks of a runner: only the fields the model gave (reference 3.8.2).
@@ -245,6 +247,7 @@ class VisionService(Protocol):
         ...
 
 
+@final
 class ToolContext:
     """What a running tool is given: where it runs, who it is, how to report.
 

@@ -51,7 +51,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import Any, Final, Self, final
 
 import attrs
 import trio
@@ -124,6 +124,7 @@ def _to_servers(value: Iterable[McpServerConfig]) -> tuple[McpServerConfig, ...]
     return tuple(value)
 
 
+@final
 @attrs.frozen(kw_only=True)
 class EnvironmentConfig:
     """How to open an Environment.
@@ -199,12 +200,14 @@ def _reject_constant(token: str) -> Any:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+@final
 @attrs.define(eq=False)
 class _Watch:
     scopes: set[trio.CancelScope]
     stop: trio.CancelScope
 
 
+@final
 class _InterruptWatcher:
     """Cancels the scopes of every call that shares an interrupt event, with one task.
 
@@ -245,6 +248,7 @@ class _InterruptWatcher:
             del self._watches[event]
 
 
+@final
 class Environment:
     """Runs tool calls under one contract; open it with :meth:`open`."""
 
@@ -580,6 +584,7 @@ async def _fail_fast(sink: Sink, call_id: str, text: str) -> None:
     await sink(om.tool_call_output(text, call_id, "failed"))
 
 
+@final
 class _CallRun:
     """One call in flight: its output account, its context and its cancel scopes."""
 

@@ -34,6 +34,7 @@ never leaves the MCP tools: it becomes the call's ``[mcp error: …]`` output.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import final
 
 from penguin._errors import PenguinError
 
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 
+@final
 class WorkspaceError(PenguinError, ValueError):
     """The workspace directory does not exist or is not a directory."""
 
@@ -58,6 +60,7 @@ class WorkspaceError(PenguinError, ValueError):
         self.path = path
 
 
+@final
 class EnvironmentClosedError(PenguinError, RuntimeError):
     """The Environment's ``async with`` block has ended; open a new one."""
 
@@ -79,6 +82,7 @@ SubagentStartError = SubagentSpawnError
 """The same class as :class:`SubagentSpawnError`, under the name the supervisor used."""
 
 
+@final
 class SubagentSupervisorClosedError(SubagentSpawnError):
     """The supervisor is closed (disposed): nothing spawns or registers any more."""
 
@@ -90,6 +94,7 @@ class SpawnError(PenguinError):
     """A command could not be started; the message is what the model is shown."""
 
 
+@final
 class SupervisorClosedError(SpawnError):
     """The supervisor is closed; no new command starts."""
 
@@ -97,6 +102,7 @@ class SupervisorClosedError(SpawnError):
         super().__init__("command session manager disposed")
 
 
+@final
 class DuplicateSessionError(PenguinError, ValueError):
     """A session id was registered twice; ids are unique for the registry's lifetime."""
 
@@ -107,6 +113,7 @@ class DuplicateSessionError(PenguinError, ValueError):
         self.key = key
 
 
+@final
 class McpCallError(PenguinError):
     """An MCP request got no result: ``text`` says why in one line.
 

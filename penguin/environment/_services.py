@@ -12,6 +12,8 @@ factories itself (``tools._base.Supervisors``), so nothing here is ever replaced
 
 from __future__ import annotations
 
+from typing import final
+
 import attrs
 
 from penguin.config import ImageSettings
@@ -21,6 +23,7 @@ from ._contract import SubagentRunner, VisionService
 __all__ = ["ToolServices"]
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolServices:
     """What the user (the composition layer) supplies to the builtin tools.

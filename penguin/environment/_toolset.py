@@ -16,6 +16,7 @@ to the factories.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import final
 
 from penguin import protocol as om
 from penguin.config import Permission, ToolDefinitionConfig, apply_call_description
@@ -28,6 +29,7 @@ from .tools.registry import BUILTIN_TOOLS
 __all__ = ["ToolRegistry"]
 
 
+@final
 class ToolRegistry:
     """Tools by name, in listing order; see the module docstring."""
 

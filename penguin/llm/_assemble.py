@@ -34,7 +34,7 @@ Pure logic: no I/O, no clock beyond the timestamps.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, final
 
 import attrs
 
@@ -46,6 +46,7 @@ Message = om.OmniMessage[om.Payload]
 P = TypeVar("P", bound=om.ModelPayload)
 
 
+@final
 @attrs.define
 class _OpenToolCall:
     name: str
@@ -53,6 +54,7 @@ class _OpenToolCall:
     parts: list[str] = attrs.Factory(list)
 
 
+@final
 class StreamAssembler:
     """Turns a provider's deltas into fragments and complete messages; see the module doc."""
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, final
 
 from penguin import protocol as om
 
@@ -112,6 +112,7 @@ def chat_messages(
     return builder.out
 
 
+@final
 class _ChatMessages:
     def __init__(self, *, return_reasoning: bool) -> None:
         self.return_reasoning = return_reasoning

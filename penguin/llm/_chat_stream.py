@@ -40,7 +40,7 @@ import json
 import json.decoder
 import math
 from collections.abc import Callable, Iterable
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, final
 
 from penguin import protocol as om
 
@@ -172,6 +172,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+@final
 class ChatStreamDecoder:
     """Feeds a Chat Completions event stream into an assembler; see the module doc.
 

@@ -13,12 +13,15 @@ event, a stalled read) and collapses it, in one place, into the response's
 
 from __future__ import annotations
 
+from typing import final
+
 from penguin import protocol as om
 from penguin._errors import PenguinError
 
 __all__ = ["LLMStreamError"]
 
 
+@final
 class LLMStreamError(PenguinError):
     """The request failed; ``status`` says how (``timeout`` is worth retrying, ``auth`` is not).
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from typing import Final, Protocol
+from typing import Final, Protocol, final
 
 import attrs
 
@@ -53,6 +53,7 @@ THINKING_LEVELS: Final = ("low", "medium", "high", "xhigh", "max")
 """The thinking levels a request may ask for, weakest first (``None`` asks for none)."""
 
 
+@final
 @attrs.frozen
 class ModelRef:
     """Which model answers: the configured provider name and the provider's model id."""
@@ -61,6 +62,7 @@ class ModelRef:
     model_id: str
 
 
+@final
 @attrs.frozen
 class LLMRequest:
     """One model request: the whole input, as complete messages.
@@ -78,6 +80,7 @@ class LLMRequest:
     thinking_level: str | None = None
 
 
+@final
 @attrs.frozen
 class LLMOutcome:
     """How a response ended.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Final, final
 
 import trio
 
@@ -39,6 +39,7 @@ Producer = Callable[[Emit], Awaitable[LLMOutcome]]
 _BUFFERED_BATCHES: Final = 16
 
 
+@final
 class _ChannelResponse:
     """An :class:`LLMResponse` reading batches from a memory channel."""
 

@@ -77,6 +77,7 @@ __all__ = [
 # --------------------------------------------------------------------------- steps
 
 
+@final
 @attrs.frozen
 class TextStep:
     """Assistant text, streamed as one delta per chunk."""
@@ -84,6 +85,7 @@ class TextStep:
     chunks: tuple[str, ...]
 
 
+@final
 @attrs.frozen
 class ThinkingStep:
     """Reasoning, streamed as one delta per chunk; ``fidelity`` goes on the complete message."""
@@ -92,6 +94,7 @@ class ThinkingStep:
     fidelity: om.Fidelity | None = None
 
 
+@final
 @attrs.frozen
 class ToolCallStep:
     """One tool call; ``arguments`` is the JSON text, streamed in ``chunks`` pieces."""
@@ -102,6 +105,7 @@ class ToolCallStep:
     chunks: int = 1
 
 
+@final
 @attrs.frozen
 class PauseStep:
     """A ``trio.sleep(seconds)`` inside the stream."""
@@ -109,6 +113,7 @@ class PauseStep:
     seconds: float
 
 
+@final
 @attrs.frozen
 class UsageStep:
     """The token usage the outcome reports."""
@@ -116,6 +121,7 @@ class UsageStep:
     counts: om.TokenCounts
 
 
+@final
 @attrs.frozen
 class ErrorStep:
     """The turn ends abnormally with ``status`` and ``message``.
@@ -132,6 +138,7 @@ class ErrorStep:
 Step: TypeAlias = TextStep | ThinkingStep | ToolCallStep | PauseStep | UsageStep | ErrorStep
 
 
+@final
 @attrs.frozen
 class Turn:
     """The steps of one scripted response, in stream order."""

@@ -22,6 +22,8 @@ sequence), so a chunk costs one decode however many events it holds.
 
 from __future__ import annotations
 
+from typing import final
+
 import attrs
 
 __all__ = ["SSEEvent", "SSEParser"]
@@ -29,6 +31,7 @@ __all__ = ["SSEEvent", "SSEParser"]
 _BOM = "\ufeff"
 
 
+@final
 @attrs.frozen
 class SSEEvent:
     """One dispatched event: its type (``message`` by default), data, and the last event id."""
@@ -38,6 +41,7 @@ class SSEEvent:
     id: str = ""
 
 
+@final
 class SSEParser:
     """An incremental ``text/event-stream`` parser; see the module doc."""
 

@@ -70,6 +70,7 @@ StreamEnd: TypeAlias = Literal["complete", "cut", "stall"]
 # --------------------------------------------------------------------------- requests
 
 
+@final
 @attrs.frozen
 class ReceivedRequest:
     """One request as the server received it; header names are lower case.
@@ -92,6 +93,7 @@ class ReceivedRequest:
 # --------------------------------------------------------------------------- replies
 
 
+@final
 @attrs.frozen
 class StreamReply:
     """A ``text/event-stream`` answer: each part is written (and flushed) as one chunk."""
@@ -101,6 +103,7 @@ class StreamReply:
     status: int = 200
 
 
+@final
 @attrs.frozen
 class ErrorReply:
     """An error status with the JSON body ``{"error": {"message", "type", "code"}}``."""

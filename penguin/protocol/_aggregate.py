@@ -10,6 +10,7 @@ running concurrently are kept apart. Non-partial messages pass through in order.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import final
 
 import attrs
 
@@ -28,6 +29,7 @@ from ._types import (
 __all__ = ["PartialAggregator", "aggregate_all"]
 
 
+@final
 @attrs.define
 class _Fragment:
     kind: type[PartialModelPayload]
@@ -69,6 +71,7 @@ class _Fragment:
         return attrs.evolve(message, origin=self.origin) if self.origin else message
 
 
+@final
 class PartialAggregator:
     """Joins ``partial_*`` fragments into complete messages as they arrive.
 

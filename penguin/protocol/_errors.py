@@ -11,10 +11,13 @@ says what was expected there.
 
 from __future__ import annotations
 
+from typing import final
+
 from penguin._errors import PenguinError
 
 __all__ = ["ProtocolError"]
 
 
+@final
 class ProtocolError(PenguinError, ValueError):
     """Input that is not a valid OmniMessage: malformed JSON, unknown type, bad field."""

@@ -21,7 +21,7 @@ Conventions kept here:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, final
 
 import attrs
 
@@ -90,6 +90,7 @@ Fidelity: TypeAlias = Mapping[str, Any]
 # --------------------------------------------------------------------------- shared
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolDefinition:
     """A tool as the model sees it: name, description and a JSON Schema."""
@@ -99,6 +100,7 @@ class ToolDefinition:
     parameters: Mapping[str, Any] | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class TokenCounts:
     """Token counts of one request or of a whole session."""
@@ -117,6 +119,7 @@ class TokenCounts:
         )
 
 
+@final
 @attrs.frozen(kw_only=True)
 class McpServerConnectResult:
     """One MCP server's outcome inside ``mcp_connect_end``."""
@@ -132,6 +135,7 @@ class McpServerConnectResult:
 # --------------------------------------------------------------------------- session_meta
 
 
+@final
 @attrs.frozen(kw_only=True)
 class SessionMetaPayload:
     """The invariants of one model context: model, system prompt, paths."""
@@ -153,6 +157,7 @@ class SessionMetaPayload:
 # --------------------------------------------------------------------------- complete model_msg
 
 
+@final
 @attrs.frozen(kw_only=True)
 class TextPayload:
     """Text from the user or the assistant (``sender="harness"`` marks injected text)."""
@@ -165,6 +170,7 @@ class TextPayload:
     sender: Sender | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ImageUrlPayload:
     """An image given to the model by URL or as a data URL."""
@@ -175,6 +181,7 @@ class ImageUrlPayload:
     stop_reason: StopReason | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class InlineDataPayload:
     """Other binary content, base64-encoded."""
@@ -187,6 +194,7 @@ class InlineDataPayload:
     fidelity: Fidelity | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ThinkingPayload:
     """The model's reasoning as text."""
@@ -198,6 +206,7 @@ class ThinkingPayload:
     fidelity: Fidelity | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class InlineThinkingPayload:
     """The model's reasoning in a binary form, base64-encoded."""
@@ -210,6 +219,7 @@ class InlineThinkingPayload:
     fidelity: Fidelity | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolCallPayload:
     """A tool call; ``arguments`` is JSON text, kept verbatim even when it is not valid."""
@@ -223,6 +233,7 @@ class ToolCallPayload:
     fidelity: Fidelity | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolCallOutputPayload:
     """The complete result of one tool call, paired with its call by ``tool_call_id``."""
@@ -238,6 +249,7 @@ class ToolCallOutputPayload:
 # --------------------------------------------------------------------------- partial model_msg
 
 
+@final
 @attrs.frozen(kw_only=True)
 class PartialTextPayload:
     """A fragment of assistant text."""
@@ -249,6 +261,7 @@ class PartialTextPayload:
     stop_reason: StopReason | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class PartialThinkingPayload:
     """A fragment of assistant reasoning."""
@@ -260,6 +273,7 @@ class PartialThinkingPayload:
     stop_reason: StopReason | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class PartialToolCallPayload:
     """A fragment of a tool call's arguments."""
@@ -273,6 +287,7 @@ class PartialToolCallPayload:
     stop_reason: StopReason | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class PartialToolCallOutputPayload:
     """A fragment of a tool's output; images travel whole, in a single delta."""
@@ -289,6 +304,7 @@ class PartialToolCallOutputPayload:
 # --------------------------------------------------------------------------- event_msg
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ApprovalDecisionPayload:
     """The audit record of one approval: the approver's verdict, unchanged (reference 5.3).
@@ -303,6 +319,7 @@ class ApprovalDecisionPayload:
     policy_rule: str | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class AbortPayload:
     """The run was interrupted; ``reason`` is written even when it is null."""
@@ -311,6 +328,7 @@ class AbortPayload:
     reason: str | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class RequestBeginPayload:
     """One model request starts."""
@@ -318,6 +336,7 @@ class RequestBeginPayload:
     type: Literal["request_begin"] = "request_begin"
 
 
+@final
 @attrs.frozen(kw_only=True)
 class RequestEndPayload:
     """One model request ended; ``completed`` marks the turn as committed."""
@@ -329,6 +348,7 @@ class RequestEndPayload:
     retry_in_ms: int | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class TokenUsagePayload:
     """Token usage of the last request and of the session so far."""
@@ -338,6 +358,7 @@ class TokenUsagePayload:
     request: TokenCounts
 
 
+@final
 @attrs.frozen(kw_only=True)
 class CompactionBeginPayload:
     """Context compaction starts."""
@@ -349,6 +370,7 @@ class CompactionBeginPayload:
     turns: int
 
 
+@final
 @attrs.frozen(kw_only=True)
 class CompactionEndPayload:
     """Context compaction ended; anything but ``completed`` kept the old context."""
@@ -361,6 +383,7 @@ class CompactionEndPayload:
     error_message: str | None = None
 
 
+@final
 @attrs.frozen(kw_only=True)
 class SubagentPayload:
     """A pointer from a parent trace to a direct child session."""
@@ -369,6 +392,7 @@ class SubagentPayload:
     session_id: str
 
 
+@final
 @attrs.frozen(kw_only=True)
 class ToolListReadyPayload:
     """The session's model-facing tool definitions, once the toolset is known."""
@@ -377,6 +401,7 @@ class ToolListReadyPayload:
     tools: tuple[ToolDefinition, ...]
 
 
+@final
 @attrs.frozen(kw_only=True)
 class McpConnectBeginPayload:
     """MCP servers are being contacted."""
@@ -385,6 +410,7 @@ class McpConnectBeginPayload:
     servers: tuple[str, ...]
 
 
+@final
 @attrs.frozen(kw_only=True)
 class McpConnectEndPayload:
     """The MCP connect phase ended, with one result per server."""
@@ -428,6 +454,7 @@ Payload: TypeAlias = SessionMetaPayload | ModelPayload | EventPayload
 P_co = TypeVar("P_co", bound=Payload, covariant=True)
 
 
+@final
 @attrs.frozen
 class OmniMessage(Generic[P_co]):
     """The envelope every message travels in.

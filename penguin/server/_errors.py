@@ -16,7 +16,7 @@ person that names the offending field or id and, where it helps, what to do.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, final
 
 from penguin._errors import PenguinError
 
@@ -26,6 +26,7 @@ MAX_BODY_BYTES: Final = 1024 * 1024
 """Request bodies are capped at 1 MiB, counted as read (S2.5)."""
 
 
+@final
 class UiFolderError(PenguinError, ValueError):
     """``--ui`` names no folder, or one without ``index.html`` (the server does not start)."""
 
@@ -52,6 +53,7 @@ class ApiError(PenguinError):
         return error_body(self.code, self.message)
 
 
+@final
 class BodyTooLarge(ApiError):
     """The request body went past :data:`MAX_BODY_BYTES` (declared or as read)."""
 

@@ -28,7 +28,7 @@ server fails the task with it).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, final
 
 from penguin._errors import PenguinError
 
@@ -39,6 +39,7 @@ class TraceError(PenguinError):
     """Base class of the errors this package raises about a trace file."""
 
 
+@final
 class MalformedTraceError(TraceError, ValueError):
     """A strict read found a line that is not an OmniMessage, and it is not the last one.
 
@@ -65,6 +66,7 @@ class MalformedTraceError(TraceError, ValueError):
         return (type(self), (self.path, self.line, self.reason))
 
 
+@final
 class TraceAppendError(TraceError, OSError):
     """A write(2) of a trace record made no progress (reference 7.3).
 
@@ -89,6 +91,7 @@ class TraceAppendError(TraceError, OSError):
         return (type(self), (self.path, self.written, self.total))
 
 
+@final
 class TraceWriteError(TraceError, OSError):
     """The disk refused a trace record; nothing of that record stays in the file.
 

@@ -44,6 +44,7 @@ DEFAULT_SURFACE: Final = "a penguin program"
 """Who holds a lock whose holder did not say (a library caller, an older penguin)."""
 
 
+@final
 class SessionLockedError(PenguinError, RuntimeError):
     """The session is open for writing in another live process.
 

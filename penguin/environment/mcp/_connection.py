@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import httpx2
@@ -83,6 +83,7 @@ def error_reason(exc: BaseException) -> str:
     return " ".join(text.split())[:300]
 
 
+@final
 @attrs.define(eq=False)
 class McpConnection:
     """A connection to ``server``; run :meth:`run` with ``nursery.start``.

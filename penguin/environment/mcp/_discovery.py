@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, final
 
 import attrs
 
@@ -56,6 +56,7 @@ def tool_permission(server: McpServerConfig, annotations: object) -> Permission:
     return "r" if read_only else "rw"
 
 
+@final
 @attrs.frozen(kw_only=True)
 class DiscoveredTool:
     """One tool of a server as penguin offers it: the server's name for it and its entry."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, final
 
 import attrs
 
@@ -30,6 +30,7 @@ IMAGE_LIMIT: Final = 5 * 1024 * 1024
 """The largest image attached, in decoded bytes (the image tools' limit)."""
 
 
+@final
 @attrs.frozen(kw_only=True)
 class MappedResult:
     """A call's output as the close-out takes it."""

@@ -33,7 +33,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, cast, final
 
 import anyio
 import attrs
@@ -58,6 +58,7 @@ _TAIL: Final = 4096
 _CHUNK: Final = 256 * 1024
 
 
+@final
 @attrs.define(eq=False)
 class StdioServer:
     """A running stdio server: its process, how it ended, what it last said on stderr."""

@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
@@ -64,6 +64,7 @@ def _unavailable(server: str, reason: str) -> None:
     warn(f'[penguin] MCP server "{server}" unavailable: {reason}')
 
 
+@final
 class McpTool:
     """One MCP tool as a tool of the Environment (``mcp__<server>__<tool>``)."""
 
@@ -96,6 +97,7 @@ class McpTool:
         return ToolResult(stop_reason="failed" if mapped.failed else None, images=mapped.images)
 
 
+@final
 class McpTools:
     """The MCP servers of an Environment: connecting, the tool snapshot, calls, closing.
 

@@ -67,7 +67,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, final
 
 import attrs
 import trio
@@ -129,6 +129,7 @@ _RELEASE_MARGIN: Final = 5.0
 Emit = Callable[[str], Awaitable[None]]
 
 
+@final
 @attrs.frozen
 class BackgroundCommand:
     """One registered command as the host sees it (reference 4.13).
@@ -146,6 +147,7 @@ class BackgroundCommand:
     service_url: str | None
 
 
+@final
 @attrs.frozen
 class Exited:
     """A window saw the command's foreground process end; the session is gone."""
@@ -153,6 +155,7 @@ class Exited:
     status: ExitStatus
 
 
+@final
 @attrs.frozen
 class Running:
     """The command outlived its window; it stays registered under ``process_id``."""
@@ -160,6 +163,7 @@ class Running:
     process_id: str
 
 
+@final
 class CommandSession:
     """One shell command and everything it started.
 
@@ -569,6 +573,7 @@ async def _close_quietly(spawned: SpawnedProcess) -> None:
             await stream.aclose()
 
 
+@final
 class CommandSupervisor:
     """The capped registry of command sessions of one Environment.
 

@@ -32,7 +32,7 @@ import signal
 import subprocess
 import uuid
 from collections.abc import Mapping
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, final
 
 import attrs
 import trio
@@ -100,6 +100,7 @@ _DUMP_LIMIT: Final = 16 * 1024 * 1024
 """The most bytes a login probe may print before it is treated as broken."""
 
 
+@final
 @attrs.frozen
 class ProxyInject:
     """Route every command through ``url``, except the hosts in ``no_proxy``."""
@@ -149,6 +150,7 @@ def child_environment(
     return env
 
 
+@final
 @attrs.frozen
 class Shell:
     """How a command line is run: ``(*argv, command)``, by ``executable`` when it is set.
@@ -243,6 +245,7 @@ _PROBE_GRACE: Final = 1.0
 file it removes on exit — pyenv's rehash does — which SIGKILL would leave stale)."""
 
 
+@final
 class _DumpTooLarge(PenguinError):
     """The login probe printed more than `_DUMP_LIMIT` bytes: the probe has failed."""
 

@@ -76,7 +76,7 @@ import termios
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, final
 
 import attrs
 import trio
@@ -134,6 +134,7 @@ _HAS_PIDFD: Final = hasattr(os, "pidfd_open")
 # --------------------------------------------------------------------------- spawning
 
 
+@final
 @attrs.define(eq=False)
 class SpawnedProcess:
     """A started command: the root process, its group and its streams."""
@@ -292,6 +293,7 @@ async def wait_exited(process: trio.Process) -> None:
 # --------------------------------------------------------------------------- ending
 
 
+@final
 class _Ending:
     """What one :func:`end_process_tree` call knows: what it signalled, what it waits on."""
 

@@ -29,7 +29,7 @@ import os
 import signal
 import sys
 import time
-from typing import Final
+from typing import Final, final
 
 import attrs
 import psutil
@@ -58,6 +58,7 @@ _OWNER_KEY: Final = b"\0" + OWNER_VARIABLE.encode() + b"="
 # --------------------------------------------------------------------------- the table
 
 
+@final
 @attrs.frozen
 class ProcessEntry:
     """One process as a table read saw it."""
@@ -79,6 +80,7 @@ class ProcessEntry:
         return (self.pid, self.started)
 
 
+@final
 @attrs.frozen
 class ProcessTable:
     """A read of every process; the questions ``_process.end_process_tree`` asks of it. Pure."""
@@ -291,6 +293,7 @@ def send_signal(entry: ProcessEntry, signum: int) -> bool:
 # --------------------------------------------------------------------------- shared reads
 
 
+@final
 class _SharedScan:
     """One table read serves every caller that asked while it was pending.
 
@@ -348,6 +351,7 @@ class _SharedScan:
         return gathering.table
 
 
+@final
 @attrs.define(eq=False)
 class _Gathering:
     newer_than: float

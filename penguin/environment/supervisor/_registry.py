@@ -54,6 +54,7 @@ IDLE_SWEEP_INTERVAL: Final = 60 * 60.0
 S = TypeVar("S")
 
 
+@final
 @attrs.define
 class _Entry(Generic[S]):
     item: S

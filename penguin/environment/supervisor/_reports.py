@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
-from typing import Final, Literal
+from typing import Final, Literal, final
 
 import attrs
 import trio
@@ -38,6 +38,7 @@ REPORT_OUTPUT_LIMIT: Final = 4000
 """Characters of undelivered output a report keeps: the last ones (3.13.2)."""
 
 
+@final
 @attrs.frozen
 class ExitStatus:
     """How a command's foreground process ended (or that it never started)."""
@@ -85,6 +86,7 @@ class ExitStatus:
         return cls(code=returncode)
 
 
+@final
 @attrs.frozen
 class BackgroundReport:
     """A background task finished (reference 3.13); ``text()`` is what the model reads."""
@@ -136,6 +138,7 @@ def report_output(text: str) -> str:
     )
 
 
+@final
 class ReportChannel:
     """The queue of completion reports, in the order they were posted; unbounded.
 

@@ -99,6 +99,7 @@ Forward = Callable[[Message], Awaitable[None]]
 # --------------------------------------------------------------------------- round outcome
 
 
+@final
 @attrs.frozen
 class RoundExit:
     """How one round ended, as the tools report it: a stop reason and an optional note."""
@@ -177,6 +178,7 @@ class MessageTap:
 # --------------------------------------------------------------------------- approvals
 
 
+@final
 @attrs.define(eq=False)
 class _Sink:
     """One place approvals are asked: a window's approver or a background launch's."""
@@ -184,6 +186,7 @@ class _Sink:
     approve: om.ApproveFn
 
 
+@final
 @attrs.define(eq=False)
 class _PendingApproval:
     call: ToolCall

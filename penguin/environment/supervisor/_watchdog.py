@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, final
 
 __all__ = ["HOST_TAG", "HostWatchdog", "host_watchdog", "kill_process", "main", "sweep"]
 
@@ -80,6 +80,7 @@ _OWNER_KEY: Final = b"\0" + OWNER_VARIABLE.encode() + b"="
 # --------------------------------------------------------------------------- host side
 
 
+@final
 class HostWatchdog:
     """The host's end of the link: its tag, the pipe's write end, its watchdog's pid."""
 

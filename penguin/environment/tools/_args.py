@@ -10,7 +10,7 @@ into that shape — so no check has to hand a result back through its callers.
 from __future__ import annotations
 
 import math
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, final
 
 from penguin._errors import PenguinError
 
@@ -59,6 +59,7 @@ def required_string(args: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+@final
 class _CallFailed(PenguinError):
     """A builtin's check failed: the call ends with ``text`` as a delta, stop ``failed``.
 

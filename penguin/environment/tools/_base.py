@@ -16,7 +16,7 @@ the three file tools share: their work runs in one worker thread and its
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, final
 
 import attrs
 import trio
@@ -32,6 +32,7 @@ from ._files import FileReport
 __all__ = ["NO_SUPERVISORS", "BuiltinTool", "FileTool", "Supervisors"]
 
 
+@final
 @attrs.frozen(kw_only=True)
 class Supervisors:
     """The Environment's supervisors, as its builtin tools are given them.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Final, Literal, final
 
 import attrs
 
@@ -59,6 +59,7 @@ BUDGET_RESERVE: Final = 120
 Tag = Literal[" ", "-", "+"]
 
 
+@final
 @attrs.frozen
 class DiffLine:
     r"""One hunk line: ``tag`` is `` ``, ``-`` or ``+``; ``text`` keeps its ``\n``."""
@@ -67,6 +68,7 @@ class DiffLine:
     text: str
 
 
+@final
 @attrs.frozen
 class Hunk:
     """A contiguous block of a diff. Starts are 0-based line indices.
@@ -237,6 +239,7 @@ def render_edit_report(first_line: str, hunks: Sequence[Hunk], replaced: int, bu
 # --- write_file ---------------------------------------------------------------------------
 
 
+@final
 @attrs.frozen
 class DiffOp:
     """One step of a line diff, positioned in both files."""

@@ -45,7 +45,7 @@ import secrets
 import stat
 import unicodedata
 from collections.abc import Callable, Sequence
-from typing import Final, NoReturn, ParamSpec
+from typing import Final, NoReturn, ParamSpec, final
 
 import attrs
 
@@ -88,6 +88,7 @@ _BASE36: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
+@final
 @attrs.frozen
 class FileReport:
     """What a file tool's blocking part decided: the one text delta and whether it failed."""
@@ -96,6 +97,7 @@ class FileReport:
     failed: bool = False
 
 
+@final
 class _Refused(PenguinError):
     """A file tool's blocking part stops with a failed report (see :func:`refuse`)."""
 

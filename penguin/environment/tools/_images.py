@@ -64,7 +64,7 @@ import re
 import stat
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, final
 
 import attrs
 import trio
@@ -148,6 +148,7 @@ class ImageError(PenguinError):
         """The ``source`` argument as given."""
 
 
+@final
 class ImageReadError(ImageError):
     """A local file (or a data URL) could not be read: ``Failed to read image ...``."""
 
@@ -156,6 +157,7 @@ class ImageReadError(ImageError):
         self.reason = reason
 
 
+@final
 class ImageDownloadError(ImageError):
     """A URL could not be fetched: a network error, or a status that is not 2xx."""
 
@@ -166,6 +168,7 @@ class ImageDownloadError(ImageError):
         """The HTTP status, when the server answered with one that is not 2xx."""
 
 
+@final
 class EmptyImageError(ImageError):
     """The image has zero bytes."""
 
@@ -173,6 +176,7 @@ class EmptyImageError(ImageError):
         super().__init__(f'Image "{shown_source(source)}" is empty.', source=source)
 
 
+@final
 class ImageTooLargeError(ImageError):
     """The image is over the limit; ``size`` is ``None`` when a download was cut at it."""
 
@@ -185,6 +189,7 @@ class ImageTooLargeError(ImageError):
         self.limit = limit
 
 
+@final
 class UnsupportedImageError(ImageError):
     """Not png, jpeg, gif or webp; ``mime`` is ``None`` when nothing named a type."""
 
@@ -293,6 +298,7 @@ def fit_within(size: tuple[int, int], max_edge: int) -> tuple[int, int]:
     )
 
 
+@final
 @attrs.frozen
 class Rescale:
     """What downscaling did: the image it started from and the size it ended at."""
@@ -312,6 +318,7 @@ class Rescale:
         return f"downscaled from {old_width}×{old_height} to {width}×{height}; {original}"
 
 
+@final
 @attrs.frozen
 class LoadedImage:
     """An image ready to send: its MIME type, its bytes, and what downscaling did."""

@@ -111,6 +111,7 @@ def _read_regular(path: str) -> bytes:
         os.close(fd)
 
 
+@final
 class _NotRegularError(PenguinError):
     def __init__(self, kind: str) -> None:
         super().__init__(f"it is not a regular file ({kind}).")

@@ -100,6 +100,7 @@ _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 # --- arguments ----------------------------------------------------------------------------
 
 
+@final
 class _Invalid:
     pass
 
@@ -235,6 +236,7 @@ def _js_string(text: str) -> str:
 # --- the scan (reference 3.5.7) ----------------------------------------------------------------
 
 
+@final
 @attrs.frozen
 class WindowLine:
     r"""One line of the requested window: its text (``\r`` stripped) and whether it was cut."""
@@ -244,6 +246,7 @@ class WindowLine:
     cut: bool = False
 
 
+@final
 @attrs.frozen
 class ScanResult:
     """What one bounded pass over a file found.
@@ -285,6 +288,7 @@ def _skip_newlines(buf: bytes, pos: int, wanted: int) -> tuple[int, int]:
     return size, found
 
 
+@final
 @attrs.define
 class _Scanner:
     first: int
