@@ -652,7 +652,7 @@ async def test_c2_3_processes_lists_background_commands_and_kill_ends_one(
         await chat.line("/processes")
         listed = await chat.expect_re(r"(proc-[0-9a-f]{8})  running  http://127\.0\.0\.1:8765/  ")
         process_id = listed.split()[0]
-        sleeping = [p for p in chat_processes(chat) if "300" in " ".join(p.cmdline())]
+        sleeping = await sleeping_300(chat)
         assert sleeping
         await chat.prompt()
         await chat.line(f"/kill {process_id}")
@@ -842,7 +842,7 @@ async def test_c4_1_ctrl_c_while_a_task_runs_interrupts_it(tmp_path: Path, works
         await chat.prompt()
         await chat.line("sleep")
         await chat.screen_shows(r"exec_command: Sleep .* · \d+\.\ds$")
-        sleeping = [p for p in chat_processes(chat) if "300" in " ".join(p.cmdline())]
+        sleeping = await sleeping_300(chat)
         await chat.send("\x03")
         await chat.expect("⎿ aborted: started")
         await chat.expect("[interrupted]")
@@ -997,7 +997,7 @@ async def test_c4_2_sigterm_and_sighup_end_at_once_restoring_the_terminal(
         await chat.line("sleep")
         await chat.screen_shows(r"exec_command: Sleep .* · \d+\.\ds$")
         (python,) = [p for p in psutil.Process(chat.pid).children() if "penguin" in p.cmdline()]
-        sleeping = [p for p in chat_processes(chat) if "300" in " ".join(p.cmdline())]
+        sleeping = await sleeping_300(chat)
         assert sleeping
         python.send_signal(signum)
         await chat.expect("status=130")
@@ -1006,6 +1006,28 @@ async def test_c4_2_sigterm_and_sighup_end_at_once_restoring_the_terminal(
     assert "-icanon" not in modes
     assert "-echo " not in modes
     assert all(not p.is_running() or p.status() == "zombie" for p in sleeping)
+
+
+async def sleeping_300(chat: ChatPty) -> list[psutil.Process]:
+    """The chat's ``sleep 300`` commands, once one has been exec'd (10 s at most).
+
+    Matched on the whole command line: a looser match (``"300"`` anywhere) also caught
+    the host watchdog whenever the chat's pid held those digits (its argv names it),
+    and the call's line can be on the screen before its process has exec'd.
+    """
+    with trio.move_on_after(10):
+        while True:
+            found = []
+            for process in chat_processes(chat):
+                try:
+                    if process.cmdline() == ["sleep", "300"]:
+                        found.append(process)
+                except psutil.Error:
+                    continue
+            if found:
+                return found
+            await trio.sleep(0.02)
+    return []
 
 
 def chat_processes(chat: ChatPty) -> list[psutil.Process]:
