@@ -3,7 +3,8 @@
 - ``penguin run`` whose trace no longer fits ends the task, says ``trace write failed:
   No space left on device`` and exits non-zero; every line of the trace is whole;
 - ``penguin batch`` whose results disk fills stops, exits 3, leaves every line whole,
-  and ``--resume`` finishes once there is room again (each id once);
+  and ``--resume`` finishes once there is room again (each id once); a batch task whose
+  own trace no longer fits is a ``failed`` result carrying the reason;
 - a read-only data root is refused at start, naming the path, by ``penguin run``,
   ``penguin chat`` and ``penguin batch``.
 """
@@ -106,6 +107,26 @@ async def test_21_4_batch_whose_results_disk_fills_stops_and_resume_finishes(
         results = whole_lines(out)
     assert sorted(str(r["id"]) for r in results) == sorted(ids)  # each id once
     assert {r["status"] for r in results} == {"completed"}
+
+
+async def test_21_4_a_batch_task_whose_trace_no_longer_fits_fails_with_the_reason(
+    tmp_path: Path, server: tuple[TaskScripts, str]
+) -> None:
+    scripts, base_url = server
+    scripts.scripts["big"] = [text_reply("x" * 3_000_000)]  # more than the disk holds
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("big")])
+    out = tmp_path / "results.jsonl"  # the results have room; the traces do not
+    with tmpfs(tmp_path / "disk") as disk:
+        root = disk / "root"
+        configure_model(root, base_url)
+        done = await penguin("batch", str(tasks), "-o", str(out), "--root", str(root), cwd=tmp_path)
+        stderr = done.stderr.decode()
+        assert "Traceback" not in stderr
+        (result,) = whole_lines(out)
+        assert result["status"] == "failed", result
+        assert result["error"] == "trace write failed: No space left on device"
+        for trace in root.rglob("traces/*/*.jsonl"):
+            assert whole_lines(trace)[0]["type"] == "session_meta"  # whole records only
 
 
 @pytest.mark.parametrize("command", ["run", "chat", "batch"])
