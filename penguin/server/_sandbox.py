@@ -112,6 +112,10 @@ class SandboxInfo:
         """What a session was created (or resumed) with."""
         self._known[session_id] = {"sandboxMode": policy.mode, "network": policy.network_on}
 
+    def forget(self, session_id: str) -> None:
+        """A deleted session's entry (a long-lived server must not keep every one)."""
+        self._known.pop(session_id, None)
+
     async def fields(self, session_id: str, traces: Path) -> dict[str, Any]:
         """The two fields of the session's JSON."""
         known = self._known.get(session_id)

@@ -341,6 +341,7 @@ class ServerSessions:
             paths = self._paths(row.project_id, row.agent_id)
             await trio.to_thread.run_sync(remove_session_files, paths, session_id)
             await self.index.delete(session_id)
+            self._sandbox.forget(session_id)
         finally:
             self._registry.retiring.discard(session_id)
 
