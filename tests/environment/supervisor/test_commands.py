@@ -187,8 +187,17 @@ async def test_4_5_a_flood_cannot_hold_a_window_open(
 async def test_4_5_output_waiting_sees_what_the_pump_has_not_read(
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
-    session = await supervisor.spawn("printf hello", workspace)
-    time.sleep(0.5)  # noqa: ASYNC251 - the pump cannot run: "hello" stays in the pipe
+    go = workspace / "go"
+    session = await supervisor.spawn(
+        "while [ ! -e go ]; do sleep 0.01; done; printf hello", workspace
+    )
+    # From here the loop is blocked, so the pump cannot run: what the shell writes once
+    # "go" exists stays in the pipe, and only a look at the pipe itself can see it.
+    # (A plain "printf hello" could be written, and pumped, before spawn returned.)
+    go.touch()
+    deadline = time.monotonic() + 10
+    while not session.output_waiting() and time.monotonic() < deadline:
+        time.sleep(0.01)  # noqa: ASYNC251 - blocking on purpose
     assert session.output_waiting()
     with trio.fail_after(5):
         await session.output_closed.wait()

@@ -395,6 +395,11 @@ async def test_marked_process_detection_is_not_vacuous() -> None:
         ["sleep", "100"], env={**os.environ, "PENGUIN_TEST_MARK": mark}, start_new_session=True
     )
     try:
+        # A process just spawned (vfork) may read an empty environ for a moment: the
+        # parent resumes before the kernel has laid out the new program's environment.
+        with trio.move_on_after(10):
+            while not marked_processes(mark):  # noqa: ASYNC110
+                await trio.sleep(0.01)
         assert [p.pid for p in marked_processes(mark)] == [sleeper.pid]
     finally:
         sleeper.kill()
