@@ -454,9 +454,10 @@ async def test_7_4_a_record_that_fails_in_a_burst_fails_alone(
     with caplog.at_level(logging.WARNING, logger="penguin"):
         landed = await writer.record_many([om.user_text("a"), bad, om.user_text("b")])
     assert landed == 2
-    assert caplog.messages == [
+    (message,) = caplog.messages  # 3.12 and later add the value (": nan") to json's words
+    assert message.startswith(
         "[trace] write failed: Out of range float values are not JSON compliant"
-    ]
+    )
     assert texts(read_trace(writer.path)) == ["a", "b"]
 
 
