@@ -3,6 +3,7 @@ decisions through the API, subagents through the parent, and every decision in t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -97,7 +98,10 @@ async def test_s6_1_a_mode_written_to_the_index_by_anyone_applies_to_the_next_ca
     async with open_stream(client, sid) as stream:
         await start_task(client, sid, task)
         first = await stream.until_type("approval_request")
-        with sqlite3.connect(root / "server.sqlite3") as db:  # not through the API at all
+        with (
+            contextlib.closing(sqlite3.connect(root / "server.sqlite3")) as db,
+            db,
+        ):  # not through the API at all
             db.execute("UPDATE sessions SET approval_mode='deny-all' WHERE session_id=?", (sid,))
         assert await answer(client, sid, call_id_of(first), "allow") == 204
         await stream.until_idle()

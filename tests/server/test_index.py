@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import stat
@@ -43,7 +44,7 @@ def test_s4_8_the_index_is_one_wal_sqlite_file_of_session_rows(tmp_path: Path) -
     table.insert(row())
     table.close()
     assert stat.S_IMODE((tmp_path / "server.sqlite3").stat().st_mode) == 0o600
-    with sqlite3.connect(tmp_path / "server.sqlite3") as db:
+    with contextlib.closing(sqlite3.connect(tmp_path / "server.sqlite3")) as db, db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {
             name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -80,7 +81,7 @@ def test_s4_5_update_changes_only_the_given_fields(tmp_path: Path) -> None:
 
 
 def set_mode(root: Path, mode: str) -> None:
-    with sqlite3.connect(root / "server.sqlite3") as other:
+    with contextlib.closing(sqlite3.connect(root / "server.sqlite3")) as other, other:
         other.execute("UPDATE sessions SET approval_mode = ? WHERE session_id = ?", (mode, SID))
 
 
@@ -93,12 +94,15 @@ async def test_s6_1_mode_is_reread_on_every_decision(tmp_path: Path) -> None:
     )
     call = om.tool_call("read_file", {"description": "d", "file_path": "x"}, "c1")
     assert await approver(call) == "deny"
-    with sqlite3.connect(tmp_path / "server.sqlite3") as other:  # another writer, not the server
+    with (
+        contextlib.closing(sqlite3.connect(tmp_path / "server.sqlite3")) as other,
+        other,
+    ):  # another writer, not the server
         other.execute(
             "UPDATE sessions SET approval_mode = 'allow-all' WHERE session_id = ?", (SID,)
         )
     assert await approver(call) == "allow"
-    with sqlite3.connect(tmp_path / "server.sqlite3") as other:
+    with contextlib.closing(sqlite3.connect(tmp_path / "server.sqlite3")) as other, other:
         other.execute(
             "UPDATE sessions SET approval_mode = 'read-only' WHERE session_id = ?", (SID,)
         )

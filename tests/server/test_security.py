@@ -3,6 +3,7 @@ ids in paths, the response headers, and no traceback ever sent (S1.2 too)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
@@ -273,7 +274,10 @@ async def test_s2_7_an_unexpected_error_is_500_without_a_traceback(
     client: httpx.AsyncClient, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     session = await create_session(client)
-    with sqlite3.connect(root / "server.sqlite3") as db:  # a real fault under the server
+    with (
+        contextlib.closing(sqlite3.connect(root / "server.sqlite3")) as db,
+        db,
+    ):  # a real fault under the server
         db.execute("DROP TABLE sessions")
     with caplog.at_level(logging.ERROR, logger="penguin.server"):
         failed = await client.get(f"/api/sessions/{session['sessionId']}")

@@ -3,6 +3,7 @@ the index, restarts and sessions made by ``penguin run``."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import sys
@@ -56,7 +57,7 @@ MISSING = "session-2026-01-02-03-04-05-0123abcd"
 
 
 def index_row(root: Path, session_id: str) -> dict[str, Any] | None:
-    with sqlite3.connect(root / "server.sqlite3") as db:
+    with contextlib.closing(sqlite3.connect(root / "server.sqlite3")) as db, db:
         db.row_factory = sqlite3.Row
         found = db.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     return None if found is None else dict(found)
