@@ -53,7 +53,11 @@ def test_s4_8_the_index_is_one_wal_sqlite_file_of_session_rows(tmp_path: Path) -
 
 
 def test_s4_3_listing_is_newest_last_active_first_and_archived_apart(tmp_path: Path) -> None:
-    table = SessionTable(tmp_path / "i.sqlite3")
+    with contextlib.closing(SessionTable(tmp_path / "i.sqlite3")) as table:
+        _listing(table)
+
+
+def _listing(table: SessionTable) -> None:
     table.insert(row("session-2026-01-02-03-04-05-00000001", active="2026-01-02T00:00:01.000Z"))
     table.insert(row("session-2026-01-02-03-04-05-00000002", active="2026-01-02T00:00:03.000Z"))
     table.insert(row("session-2026-01-02-03-04-05-00000003", active="2026-01-02T00:00:02.000Z"))
@@ -65,7 +69,11 @@ def test_s4_3_listing_is_newest_last_active_first_and_archived_apart(tmp_path: P
 
 
 def test_s4_5_update_changes_only_the_given_fields(tmp_path: Path) -> None:
-    table = SessionTable(tmp_path / "i.sqlite3")
+    with contextlib.closing(SessionTable(tmp_path / "i.sqlite3")) as table:
+        _updates(table)
+
+
+def _updates(table: SessionTable) -> None:
     table.insert(row(title="old"))
     changed = table.update(SID, approval_mode="always-ask")
     assert changed is not None
