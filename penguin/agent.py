@@ -32,7 +32,7 @@ runner refuses to spawn. Its tool calls are approved by the parent's approver.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, Self, TypeVar, final
@@ -40,6 +40,7 @@ from typing import Any, Final, Self, TypeVar, final
 import attrs
 import trio
 
+from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
@@ -79,11 +80,14 @@ __all__ = [
     "Agent",
     "ChildSessionRunner",
     "Session",
+    "SessionHolder",
     "SessionNotFoundError",
     "SessionUsage",
 ]
 
 _T = TypeVar("_T")
+
+_logger: Final = _log.child("agent")
 
 _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
@@ -768,6 +772,96 @@ class Session:
     async def flush_trace(self) -> None:
         """Wait until every record so far is in the trace file."""
         await self.recorder.flush()
+
+
+_CLOSE_GRACE: Final = 10.0
+"""Seconds :meth:`SessionHolder.release` lets a session (and its process kills) close."""
+
+
+@final
+class SessionHolder:
+    """One :class:`Session` held open by a task of someone else's nursery, until released.
+
+    A Session is an ``async with`` block. A surface that opens it in one place and closes
+    it in another — the server (a request opens, DELETE or the shutdown closes), the
+    chat (``/clear`` swaps it) — cannot keep that block in its own frame; the holder's
+    task does. :meth:`open` starts the task in the given nursery and returns the open
+    Session (an error while opening is raised there); :meth:`release` ends the block —
+    every process the session started ends — and waits for it, ``grace`` seconds at
+    most, then cancels the task. An error while closing a session that did open is
+    logged, not raised into the nursery, whose other work goes on.
+
+    ``while_open`` (given to :meth:`open`) runs beside the open session and is
+    cancelled before it closes (the server forwards background subagents' messages so).
+    """
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+        """The open Session; None before it opened and once it closed."""
+        self.session_id: str | None = None
+        """The id of the session opened (kept once it is closed)."""
+        self.closed = trio.Event()
+        """Set once the holding task has ended (the session is closed or never opened)."""
+        self._release = trio.Event()
+        self._scope = trio.CancelScope()
+        self._opened = False
+
+    async def open(
+        self,
+        nursery: trio.Nursery,
+        opener: Callable[[], AbstractAsyncContextManager[Session]],
+        *,
+        while_open: Callable[[Session], Awaitable[object]] | None = None,
+    ) -> Session:
+        """Open ``opener()``'s session in a task of ``nursery``; the open Session."""
+        if self._opened:
+            raise RuntimeError("a SessionHolder holds one session; make another for the next")
+        self._opened = True
+        session: Session = await nursery.start(self._hold, opener, while_open)
+        return session
+
+    async def _hold(
+        self,
+        opener: Callable[[], AbstractAsyncContextManager[Session]],
+        while_open: Callable[[Session], Awaitable[object]] | None,
+        *,
+        task_status: trio.TaskStatus[Session],
+    ) -> None:
+        started = False
+        try:
+            with self._scope:
+                async with opener() as session, trio.open_nursery() as beside:
+                    self.session = session
+                    self.session_id = session.session_id
+                    if while_open is not None:
+                        beside.start_soon(while_open, session)
+                    task_status.started(session)
+                    started = True
+                    await self._release.wait()
+                    beside.cancel_scope.cancel()
+        except Exception:
+            if not started:
+                raise
+            _logger.exception("penguin: closing session %s failed", self.session_id)
+        finally:
+            self.session = None
+            self.closed.set()
+
+    def release_soon(self) -> None:
+        """Let the session close, without waiting for it (see :meth:`release`)."""
+        self._release.set()
+
+    async def release(self, grace: float = _CLOSE_GRACE) -> None:
+        """Close the session and wait until it is closed: ``grace`` seconds, then cancelled."""
+        self._release.set()
+        if not self._opened:
+            self.closed.set()
+            return
+        with trio.move_on_after(grace):
+            await self.closed.wait()
+        if not self.closed.is_set():
+            self._scope.cancel()
+            await self.closed.wait()
 
 
 @asynccontextmanager

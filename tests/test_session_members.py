@@ -6,6 +6,8 @@ reconnect and compaction settings, all without reaching for the engine.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import trio
 
 import penguin
 from penguin import protocol as om
-from penguin.agent import SessionUsage
+from penguin.agent import SessionHolder, SessionUsage
 from penguin.engine import CompactionSettings, EngineBusyError, ReconnectPolicy
 from penguin.llm import ModelRef, ScriptedLLM, text, tool_call, turn, usage
 
@@ -90,3 +92,66 @@ async def test_17_1_reconnect_and_compaction_are_set_on_the_session(tmp_path: Pa
         session.compaction = None
         assert session.reconnect.delays == (0.1,)
         assert session.compaction is None
+
+
+# ---------------------------------------------------------------------- 17.2: one holder
+
+
+async def test_17_2_a_holder_keeps_the_session_open_until_released(tmp_path: Path) -> None:
+    agent = penguin.Agent.open(tmp_path / "root")
+    holder = SessionHolder()
+    beside: list[str] = []
+
+    async def while_open(session: penguin.Session) -> None:
+        beside.append(session.session_id)
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        session = await holder.open(
+            nursery, lambda: agent.session(tmp_path, llm=looping()), while_open=while_open
+        )
+        assert holder.session is session
+        assert holder.session_id == session.session_id
+        assert not holder.closed.is_set()
+        async with session.run([om.user_text("go")], approve=allow, max_turns=1) as stream:
+            async for _ in stream:
+                pass
+        await holder.release()
+        assert holder.closed.is_set()
+        after: list[object] = [holder.session, holder.session_id]
+        assert after == [None, session.session_id]
+    assert beside == [session.session_id]
+    with pytest.raises(RuntimeError, match="holds one session"):
+        await holder.open(nursery, lambda: agent.session(tmp_path, llm=looping()))
+
+
+async def test_17_2_an_error_while_opening_is_raised_by_open(tmp_path: Path) -> None:
+    agent = penguin.Agent.open(tmp_path / "root")
+    holder = SessionHolder()
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(penguin.WorkspaceError):
+            await holder.open(nursery, lambda: agent.session(tmp_path / "missing", llm=looping()))
+        assert holder.closed.is_set()
+        await holder.release()  # nothing to wait for
+
+
+async def test_17_2_a_session_that_does_not_close_in_grace_is_cancelled(tmp_path: Path) -> None:
+    agent = penguin.Agent.open(tmp_path / "root")
+    holder = SessionHolder()
+    stuck = trio.Event()
+
+    @contextlib.asynccontextmanager
+    async def slow_to_close() -> AsyncIterator[penguin.Session]:
+        async with agent.session(tmp_path, llm=looping()) as session:
+            try:
+                yield session
+            finally:
+                stuck.set()
+                await trio.sleep_forever()  # cancelled by the holder after grace
+
+    async with trio.open_nursery() as nursery:
+        await holder.open(nursery, slow_to_close)
+        with trio.fail_after(30):
+            await holder.release(grace=0.2)
+    assert stuck.is_set()
+    assert holder.closed.is_set()

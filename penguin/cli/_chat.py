@@ -105,7 +105,7 @@ from ._sandbox import add_sandbox_options, policy_for, resumed_policy
 from ._signals import Controls
 
 if TYPE_CHECKING:
-    from penguin.agent import Agent, Session
+    from penguin.agent import Agent, Session, SessionHolder
     from penguin.llm import OpenAIChatLLM
 
     from ._screen import ScreenSurface
@@ -318,15 +318,13 @@ def _recorded_mode(meta: dict[str, Any]) -> ApprovalMode | None:
 
 @final
 class _SessionSlot:
-    """The chat's current Session, held open by a task of its own so ``/clear`` can swap it."""
+    """The chat's current Session, in a :class:`SessionHolder` so ``/clear`` can swap it."""
 
     def __init__(self) -> None:
         self.nursery: trio.Nursery | None = None
         """Where the session's holding task runs (set before :meth:`open`)."""
-        self._session: Session | None = None
+        self._holder: SessionHolder | None = None
         self._ready = trio.Event()
-        self._release = trio.Event()
-        self._closed = trio.Event()
         self.session_id: str | None = None
         """The id of the session opened last (also once it is closed)."""
 
@@ -336,36 +334,33 @@ class _SessionSlot:
         after: trio.Event | None = None,
     ) -> None:
         """Start opening a session, once ``after`` is set (:meth:`session` waits for it)."""
-        self._session = None
-        ready, release, closed = trio.Event(), trio.Event(), trio.Event()
-        self._ready, self._release, self._closed = ready, release, closed
+        ready, nursery = trio.Event(), self.nursery
+        self._holder, self._ready = None, ready
+        assert nursery is not None
 
-        async def hold() -> None:
-            try:
-                if after is not None:
-                    await after.wait()
-                async with opener() as session:
-                    self._session = session
-                    self.session_id = session.session_id
-                    ready.set()
-                    await release.wait()
-            finally:
-                self._session = None
-                closed.set()
+        async def start() -> None:
+            if after is not None:
+                await after.wait()
+            from penguin.agent import SessionHolder  # the agent stack, once the prompt is up
 
-        assert self.nursery is not None
-        self.nursery.start_soon(hold)
+            holder = self._holder = SessionHolder()
+            session = await holder.open(nursery, opener)
+            self.session_id = session.session_id
+            ready.set()
+
+        nursery.start_soon(start)
 
     async def session(self) -> Session:
         """The open session (waiting until it is open)."""
         await self._ready.wait()
-        assert self._session is not None
-        return self._session
+        session = None if self._holder is None else self._holder.session
+        assert session is not None
+        return session
 
     async def close(self) -> None:
         """Close the session (every process it started ends) and wait until it is closed."""
-        self._release.set()
-        await self._closed.wait()
+        if self._holder is not None:
+            await self._holder.release()
 
 
 # ---------------------------------------------------------------------- the chat

@@ -1,13 +1,14 @@
 """What the server holds in memory per session, and the one way a Session is opened and closed.
 
 :class:`Live` is one session's in-memory state (channel, approvals, the task's flags,
-its open Session); :class:`LiveSessions` is the registry of them and owns the holder
-tasks: a penguin :class:`~penguin.Session` is an ``async with`` block, so each open one
-is kept open in a *holder* task of the server's nursery (:meth:`LiveSessions.open`,
-:meth:`LiveSessions.ensure_open`) until it is released. :meth:`LiveSessions.close` is
-the one close path of live sessions, for DELETE and the shutdown alike: interrupt,
-deny, end the subscribers, wait ``grace`` seconds for the tasks, cancel what is left,
-then close the Sessions (their Environments kill every process they started).
+its open Session); :class:`LiveSessions` is the registry of them: a penguin
+:class:`~penguin.Session` is an ``async with`` block, so each open one is kept open by a
+:class:`~penguin.agent.SessionHolder` (the chat's too) in the server's nursery
+(:meth:`LiveSessions.open`, :meth:`LiveSessions.ensure_open`) until it is released.
+:meth:`LiveSessions.close` is the one close path of live sessions, for DELETE and the
+shutdown alike: interrupt, deny, end the subscribers, wait ``grace`` seconds for the
+tasks, cancel what is left, then close the Sessions (their Environments kill every
+process they started).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import trio
 from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
-from penguin.agent import Agent, Session, SessionNotFoundError
+from penguin.agent import Agent, Session, SessionHolder, SessionNotFoundError
 from penguin.approval import AllowList
 from penguin.environment import WorkspaceError
 from penguin.trace import SessionLockedError
@@ -33,7 +34,7 @@ from ._errors import ApiError
 from ._index import SessionRow
 from ._shapes import approval_request
 
-__all__ = ["SURFACE", "Holder", "Live", "LiveSessions", "Opener"]
+__all__ = ["SURFACE", "Live", "LiveSessions", "Opener"]
 
 logger: Final = _log.child("server")
 
@@ -47,24 +48,13 @@ Opener = Callable[[], AbstractAsyncContextManager[Session]]
 
 @final
 @attrs.define(eq=False)
-class Holder:
-    """The task that keeps one Session open until it is released."""
-
-    session: Session | None = None
-    release: trio.Event = attrs.field(factory=trio.Event)
-    done: trio.Event = attrs.field(factory=trio.Event)
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-
-
-@final
-@attrs.define(eq=False)
 class Live:
     """What the server holds in memory for one session: channel, approvals, task, Session."""
 
     session_id: str
     channel: EventChannel
     approvals: ApprovalRegistry
-    holder: Holder | None = None
+    holder: SessionHolder | None = None
     opening: trio.Lock = attrs.field(factory=trio.Lock)
     busy: bool = False
     """A task is being started or is running (a second one is refused)."""
@@ -145,10 +135,10 @@ class LiveSessions:
 
     # ------------------------------------------------------------------ opening
 
-    async def open(self, holder: Holder, opener: Opener) -> Session:
+    async def open(self, holder: SessionHolder, opener: Opener) -> Session:
         """Open a Session in a holder task of the nursery; 400 when it cannot be opened."""
         try:
-            session: Session = await self._nursery.start(self._hold, holder, opener)
+            return await holder.open(self._nursery, opener, while_open=self._forward_background)
         except cfg.ConfigError as exc:
             raise ApiError(
                 400, "model_not_found", f"The session's model is not usable: {exc}"
@@ -157,32 +147,6 @@ class LiveSessions:
             raise ApiError(400, "workspace_not_found", str(exc)) from exc
         except SessionLockedError as exc:  # another process writes it (chat.md C5.6)
             raise ApiError(409, "session_busy", str(exc)) from exc
-        return session
-
-    async def _hold(
-        self,
-        holder: Holder,
-        opener: Opener,
-        *,
-        task_status: trio.TaskStatus[Session],
-    ) -> None:
-        started = False
-        try:
-            with holder.scope:
-                async with opener() as session, trio.open_nursery() as tap:
-                    holder.session = session
-                    tap.start_soon(self._forward_background, session)
-                    task_status.started(session)
-                    started = True
-                    await holder.release.wait()
-                    tap.cancel_scope.cancel()
-        except Exception:
-            if not started:
-                raise
-            logger.exception("penguin server: closing a session failed")
-        finally:
-            holder.session = None
-            holder.done.set()
 
     async def _forward_background(self, session: Session) -> None:
         """Publish what background subagents say (their live tap) on the session's channel."""
@@ -199,7 +163,7 @@ class LiveSessions:
             if live.session is not None:
                 return live.session
             agent = await open_agent()
-            holder = Holder()
+            holder = SessionHolder()
 
             def opener() -> AbstractAsyncContextManager[Session]:
                 return agent.resume_session(row.session_id, surface=SURFACE)
@@ -220,15 +184,8 @@ class LiveSessions:
 
     async def release(self, live: Live) -> None:
         """Close the session's Session (bounded; then cancelled) and wait until it is closed."""
-        holder = live.holder
-        if holder is None:
-            return
-        holder.release.set()
-        with trio.move_on_after(_CLOSE_GRACE):
-            await holder.done.wait()
-        if not holder.done.is_set():
-            holder.scope.cancel()
-            await holder.done.wait()
+        if live.holder is not None:
+            await live.holder.release(_CLOSE_GRACE)
 
     async def close(self, lives: Sequence[Live], *, wait_cancelled: bool) -> None:
         """Interrupt, deny, end the subscribers, wait for the tasks, close the Sessions.

@@ -41,7 +41,7 @@ from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
-from penguin.agent import Session
+from penguin.agent import Session, SessionHolder
 from penguin.approval import DEFAULT_APPROVAL_MODE, Answer
 from penguin.trace import find_session, read_trace, trace_files, trace_locations
 
@@ -50,7 +50,7 @@ from ._channel import EventChannel, Subscriber, server_event_frame
 from ._errors import ApiError
 from ._idle import IdleSweep
 from ._index import SessionIndex, SessionRow
-from ._live import SURFACE, Holder, Live, LiveSessions
+from ._live import SURFACE, Live, LiveSessions
 from ._requests import CreateSession, Decision, UpdateSession
 from ._sandbox import SandboxInfo, session_policy
 from ._scan import remove_session_files, unindexed_sessions
@@ -250,7 +250,7 @@ class ServerSessions:
                 surface=SURFACE,
             )
 
-        holder = Holder()
+        holder = SessionHolder()
         session = await self._registry.open(holder, opener)
         try:
             await session.flush_trace()
@@ -271,7 +271,7 @@ class ServerSessions:
             )
             await self.index.insert(row)
         except BaseException:
-            holder.release.set()
+            holder.release_soon()
             raise
         live = self._registry.for_session(row.session_id)
         live.holder = holder
