@@ -87,7 +87,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-_logger: Final = _log.child("agent")
+_logger: Final = _log.logger
 
 _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
