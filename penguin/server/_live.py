@@ -113,6 +113,8 @@ class LiveSessions:
         """Sessions being deleted: they are gone for every route already."""
         self.closing = False
         """The server is shutting down (new channels are born closed)."""
+        self.released = 0
+        """How many open Sessions have been closed (:mod:`._memory` trims after them)."""
         self._nursery = nursery
 
     def get(self, session_id: str) -> Live | None:
@@ -229,6 +231,7 @@ class LiveSessions:
         if not holder.done.is_set():
             holder.scope.cancel()
             await holder.done.wait()
+        self.released += 1
 
     async def close(self, lives: Sequence[Live], *, wait_cancelled: bool) -> None:
         """Interrupt, deny, end the subscribers, wait for the tasks, close the Sessions.
