@@ -18,6 +18,13 @@ of its samples) is above the first minute's level (its highest sample) + 10 % (r
 up), else the figure that grew. A level, not a single sample: fds and processes rise and
 fall with the commands in flight at the instant of a sample.
 
+The server runs under :mod:`benchmarks._soak_probe`, which adds two columns the verdict
+does not judge but which say what RSS is made of: Python's allocated blocks (``pyblk k``,
+``sys.getallocatedblocks()``) and malloc's bytes in use over every arena (``malloc MB``,
+glibc's ``mallinfo2``). Flat columns under a rising RSS are the allocator keeping freed
+memory, not a leak. ``--probe FILE`` keeps the probe's lines; ``PENGUIN_SOAK_TRACEMALLOC``
+and ``PENGUIN_SOAK_SNAPSHOTS`` add tracemalloc snapshots and object counts (see there).
+
 Login shells read no profile (``HOME`` is a fresh directory); traffic stays on
 127.0.0.1; the server is stopped with SIGINT at the end and must exit.
 """
