@@ -18,6 +18,13 @@ of its samples) is above the first minute's level (its highest sample) + 10 % (r
 up), else the figure that grew. A level, not a single sample: fds and processes rise and
 fall with the commands in flight at the instant of a sample.
 
+The server runs under :mod:`benchmarks._soak_probe`, which adds two columns the verdict
+does not judge but which say what RSS is made of: Python's allocated blocks (``pyblk k``,
+``sys.getallocatedblocks()``) and malloc's bytes in use over every arena (``malloc MB``,
+glibc's ``mallinfo2``). Flat columns under a rising RSS are the allocator keeping freed
+memory, not a leak. ``--probe FILE`` keeps the probe's lines; ``PENGUIN_SOAK_TRACEMALLOC``
+and ``PENGUIN_SOAK_SNAPSHOTS`` add tracemalloc snapshots and object counts (see there).
+
 Login shells read no profile (``HOME`` is a fresh directory); traffic stays on
 127.0.0.1; the server is stopped with SIGINT at the end and must exit.
 """
@@ -206,6 +213,35 @@ def sample(process: psutil.Process) -> tuple[int, int, int, int]:
     return rss, fds, threads, tree
 
 
+def heap_sample(path: Path) -> tuple[int, int]:
+    """The server's latest probe line: Python's allocated blocks, malloc's bytes in use."""
+    try:
+        last = path.read_text().splitlines()[-1]
+    except (OSError, IndexError):
+        return 0, 0
+    line = json.loads(last)
+    return int(line["blocks"]), int(line.get("in_use", 0))
+
+
+def heap_report(heaps: list[tuple[float, int, int]], end: float) -> str:
+    """The first minute's highest Python blocks and malloc bytes in use against the last
+    minute's median, as the RSS rule compares RSS (reported, not judged)."""
+    first = [h for h in heaps if h[0] <= 60.0]
+    last = [h for h in heaps if max(60.0, end - 60.0) < h[0] <= end]
+    if not first or not last:
+        return "too few samples"
+    words = []
+    for index, name, scale, unit in (
+        (1, "Python blocks", 1e3, "k"),
+        (2, "malloc in use", 1e6, " MB"),
+    ):
+        peak = max(h[index] for h in first) / scale
+        level = statistics.median(h[index] for h in last) / scale
+        change = (level / peak - 1) * 100 if peak else 0.0
+        words.append(f"{name} {peak:.1f}{unit} -> {level:.1f}{unit} ({change:+.1f} %)")
+    return "; ".join(words)
+
+
 def verdict(rows: list[tuple[float, int, int, int, int]], end: float) -> tuple[bool, str]:
     first = [row for row in rows if row[0] <= 60.0] or rows[:1]
     minutes = [
@@ -225,18 +261,21 @@ def verdict(rows: list[tuple[float, int, int, int, int]], end: float) -> tuple[b
     return not grew, "; ".join(grew) or "every figure within the first minute's level + 10 %"
 
 
-async def main(minutes: float, seed: int, per_session: int) -> int:
+async def main(minutes: float, seed: int, per_session: int, probe: Path | None) -> int:
     rng = random.Random(seed)
     tally = Tally()
     rows: list[tuple[float, int, int, int, int]] = []
+    heaps: list[tuple[float, int, int]] = []
     with tempfile.TemporaryDirectory(prefix="penguin-soak-") as tmp:
         root = Path(tmp) / "root"
         home = Path(tmp) / "home"
         home.mkdir()
         async with t.serve_openai_compatible(handler) as served:
             configure(root, served.base_url)
+            heap = probe or Path(tmp) / "heap.jsonl"
+            serve_args = ["server", "--port", "0", "--root", str(root)]
             server = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "penguin", "server", "--port", "0", "--root", str(root)],
+                [sys.executable, "-m", "benchmarks._soak_probe", str(heap), *serve_args],
                 stdout=subprocess.PIPE,
                 env={**os.environ, "PENGUIN_SERVER_TOKEN": TOKEN, "HOME": str(home)},
             )
@@ -252,7 +291,8 @@ async def main(minutes: float, seed: int, per_session: int) -> int:
             deadline = start + minutes * 60
             print(f"soak: {SESSIONS} sessions for {minutes:g} min against {base}")
             print(f"{'t (s)':>6} {'RSS MB':>8} {'fds':>5} {'threads':>8} {'procs':>6} "
-                  f"{'tasks':>6} {'aborts':>7} {'reconn':>7}  load")  # fmt: skip
+                  f"{'tasks':>6} {'aborts':>7} {'reconn':>7} {'pyblk k':>8} {'malloc MB':>9}"
+                  "  load")  # fmt: skip
             try:
                 async with (
                     httpx.AsyncClient(
@@ -272,11 +312,13 @@ async def main(minutes: float, seed: int, per_session: int) -> int:
                             now = trio.current_time() - start
                             rss, fds, threads, tree = sample(watched)
                             rows.append((now, rss, fds, threads, tree))
+                            blocks, in_use = heap_sample(heap)
+                            heaps.append((now, blocks, in_use))
                             load = Path("/proc/loadavg").read_text().split()[:3]  # noqa: ASYNC240
                             print(
                                 f"{now:6.0f} {rss / 1e6:8.1f} {fds:5d} {threads:8d} {tree:6d} "
-                                f"{tally.tasks:6d} {tally.aborts:7d} {tally.reconnects:7d}  "
-                                + " ".join(load),
+                                f"{tally.tasks:6d} {tally.aborts:7d} {tally.reconnects:7d} "
+                                f"{blocks / 1e3:8.0f} {in_use / 1e6:9.1f}  " + " ".join(load),
                                 flush=True,
                             )
                             await trio.sleep(SAMPLE_EVERY)
@@ -296,6 +338,10 @@ async def main(minutes: float, seed: int, per_session: int) -> int:
     )
     for error in tally.errors[:5]:
         print(f"  {error}")
+    print(
+        "server's heap (not judged; tells a leak from the allocator): "
+        + heap_report(heaps, minutes * 60)
+    )
     ok = ok and not tally.errors and code == 0
     print(f"{'PASS' if ok else 'FAIL'}: {why}")
     return 0 if ok else 1
@@ -308,5 +354,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--tasks-per-session", type=int, default=10, help="tasks before a session is replaced"
     )
+    parser.add_argument("--probe", type=Path, help="keep the server's heap probe lines here")
     arguments = parser.parse_args()
-    sys.exit(trio.run(main, arguments.minutes, arguments.seed, arguments.tasks_per_session))
+    sys.exit(
+        trio.run(
+            main, arguments.minutes, arguments.seed, arguments.tasks_per_session, arguments.probe
+        )
+    )

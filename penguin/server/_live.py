@@ -103,6 +103,8 @@ class LiveSessions:
         """Sessions being deleted: they are gone for every route already."""
         self.closing = False
         """The server is shutting down (new channels are born closed)."""
+        self.released = 0
+        """How many open Sessions have been closed (:mod:`._memory` trims after them)."""
         self._nursery = nursery
 
     def get(self, session_id: str) -> Live | None:
@@ -186,6 +188,7 @@ class LiveSessions:
         """Close the session's Session (bounded; then cancelled) and wait until it is closed."""
         if live.holder is not None:
             await live.holder.release(_CLOSE_GRACE)
+            self.released += 1
 
     async def close(self, lives: Sequence[Live], *, wait_cancelled: bool) -> None:
         """Interrupt, deny, end the subscribers, wait for the tasks, close the Sessions.

@@ -13,6 +13,7 @@ sends before it hands it to the part whose job it is:
   can be listed and killed;
 - :mod:`._tasks` starts, queues, runs, steers and aborts the tasks (S5);
 - :mod:`._idle` closes sessions idle for ``idle_close`` seconds (S1.1);
+- :mod:`._memory` gives malloc's free pages back after sessions closed;
 - :mod:`._approvals` / :mod:`._approver` ask and answer the approvals (S6);
 - :mod:`._shapes` shapes the JSON of sessions, processes and models.
 
@@ -51,6 +52,7 @@ from ._errors import ApiError
 from ._idle import IdleSweep
 from ._index import SessionIndex, SessionRow
 from ._live import SURFACE, Live, LiveSessions
+from ._memory import MemoryTrim
 from ._requests import CreateSession, Decision, UpdateSession
 from ._sandbox import SandboxInfo, session_policy
 from ._scan import remove_session_files, unindexed_sessions
@@ -108,6 +110,8 @@ class ServerSessions:
             refuse_when_closing=self._refuse_when_closing,
         )
         self._idle = IdleSweep(self._registry)
+        registry = self._registry
+        self._trim = MemoryTrim(lambda: registry.released)
 
     @property
     def _live(self) -> dict[str, Live]:
@@ -157,6 +161,7 @@ class ServerSessions:
                     await sessions.index_unlisted()
                     if idle_close is not None:
                         nursery.start_soon(sessions._idle.run, idle_close)
+                    nursery.start_soon(sessions._trim.run)
                     try:
                         yield sessions
                     finally:
