@@ -1,0 +1,170 @@
+"""The spawner: one small process inside a layout's namespaces that starts its commands.
+
+``bwrap`` runs this file (``python -I -S _spawner.py FD``) as the only process of the
+namespaces it builds, with every capability dropped (``--cap-drop ALL``: an empty
+bounding set, so nothing it starts can regain one, not even as root) and
+``no_new_privs``. A command start then costs one ``vfork``+``exec`` here instead of
+the ``nsenter`` (and, as root, ``setpriv``) ``exec`` hops of entering from outside.
+
+It runs the standard library only (``-S``: no site-packages). The protocol, over the
+``SOCK_SEQPACKET`` socket ``FD`` (each message whole):
+
+- a **start** message is JSON ``{"argv", "executable", "cwd", "env", "tty"}`` with
+  four descriptors: a fresh reply socket, then the command's stdin, stdout and stderr.
+  The command starts as the leader of a new session (and, for a tty, takes the pty on
+  its stdin as its controlling terminal); the reply socket gets ``{"pid": N}`` or
+  ``{"errno": E, "error": TEXT}``.
+- on that reply socket, ``reap`` (sent once the command has exited: penguin watches it
+  through a pidfd) gets ``{"status": S}`` (``-N`` for signal N). Until then the command
+  stays unreaped, so its pid and group id cannot name another process (the rule of
+  ``supervisor/_process``). A reply socket that closes first, or a pid reply that
+  cannot be delivered, makes the command an orphan: its group is sent SIGKILL in the
+  latter case, and orphans are reaped as they exit.
+- end of file on ``FD`` (penguin closed the sandbox, or died) ends the spawner.
+
+What it does not own: which layout it serves (a new layout gets a new ``bwrap`` and a
+new spawner), ending the commands' process trees (the supervisor does, by group, tree
+and marker, as for any command), the policy itself.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import fcntl
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import termios
+
+MAX_MESSAGE = 1 << 20
+"""The largest start message read (argv and environment); penguin sends larger ones
+through ``nsenter`` instead."""
+_FDS = 4
+_ORPHAN_POLL = 0.5
+
+
+def _claim_tty() -> None:  # runs in the child, between fork and exec
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _receive(main: socket.socket) -> tuple[bytes, list[int]] | None:
+    """One start message and its descriptors; ``None`` at end of file."""
+    space = socket.CMSG_SPACE(_FDS * array.array("i").itemsize)
+    data, ancillary, flags, _ = main.recvmsg(MAX_MESSAGE, space)
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            received = array.array("i")
+            received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
+            fds.extend(received)
+    if not data and not fds:
+        return None
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        data = b""  # answered as an error below
+    return data, fds
+
+
+def _start(data: bytes, stdio: list[int]) -> subprocess.Popen[bytes]:
+    request = json.loads(data)
+    return subprocess.Popen(
+        request["argv"],
+        executable=request["executable"],
+        cwd=request["cwd"],
+        env=request["env"],
+        stdin=stdio[0],
+        stdout=stdio[1],
+        stderr=stdio[2],
+        start_new_session=True,
+        preexec_fn=_claim_tty if request["tty"] else None,
+    )
+
+
+def _send(sock: socket.socket, value: object) -> bool:
+    try:
+        sock.send(json.dumps(value).encode())
+    except OSError:
+        return False
+    return True
+
+
+def main(fd: int) -> None:
+    """Serve start and reap requests on ``fd`` until it reaches end of file."""
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed reply socket is an error
+    main_socket = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    selector = selectors.DefaultSelector()
+    selector.register(main_socket, selectors.EVENT_READ)
+    children: dict[socket.socket, subprocess.Popen[bytes]] = {}
+    orphans: list[subprocess.Popen[bytes]] = []
+    while True:
+        events = selector.select(_ORPHAN_POLL if orphans else None)
+        orphans = [child for child in orphans if child.poll() is None]
+        for key, _ in events:
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            if sock is main_socket:
+                received = _receive(main_socket)
+                if received is None:
+                    os._exit(0)
+                _serve_start(*received, selector, children, orphans)
+                continue
+            child = children.pop(sock)
+            selector.unregister(sock)
+            try:
+                asked = sock.recv(16)
+            except OSError:
+                asked = b""
+            if asked == b"reap":
+                _send(sock, {"status": child.wait()})
+            else:
+                orphans.append(child)
+            sock.close()
+
+
+def _serve_start(
+    data: bytes,
+    fds: list[int],
+    selector: selectors.BaseSelector,
+    children: dict[socket.socket, subprocess.Popen[bytes]],
+    orphans: list[subprocess.Popen[bytes]],
+) -> None:
+    if len(fds) != _FDS:
+        for fd in fds:
+            os.close(fd)
+        return
+    reply = socket.socket(fileno=fds[0])
+    try:
+        try:
+            child = _start(data, fds[1:])
+        except (OSError, subprocess.SubprocessError) as error:
+            code = getattr(error, "errno", None)
+            text = getattr(error, "strerror", None) or str(error)
+            name = getattr(error, "filename", None)
+            _send(reply, {"errno": code or 0, "error": text, "filename": name})
+            reply.close()
+            return
+        except (ValueError, KeyError, TypeError) as error:  # a malformed or too long message
+            _send(reply, {"errno": 0, "error": f"bad start request ({error})"})
+            reply.close()
+            return
+    finally:
+        for fd in fds[1:]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if not _send(reply, {"pid": child.pid}):
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)
+        orphans.append(child)
+        reply.close()
+        return
+    children[reply] = child
+    selector.register(reply, selectors.EVENT_READ)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
