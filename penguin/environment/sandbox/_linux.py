@@ -210,41 +210,36 @@ def _bwrap_args(layout: Layout, *, spawner: bool) -> list[str]:
 class SandboxedChild:
     """A command the spawner started (``_spawner``): its pid, and its exit status.
 
-    It is not penguin's child, so it is watched through a pidfd and reaped by the
-    spawner on request, once it has exited; until then its pid and group id stay its
+    It is not penguin's child: the spawner sends its status when it exits and reaps
+    it only when told to, so until :meth:`wait` returns its pid and group id stay its
     own. :meth:`wait` is what :class:`trio.Process.wait` is for a child of penguin.
     """
 
-    def __init__(self, pid: int, reply: trio.socket.SocketType, pidfd: int) -> None:
+    def __init__(self, pid: int, reply: socket.socket) -> None:
         self.pid = pid
-        self._reply = reply
-        self._pidfd = pidfd
+        self._raw = reply
+        self._reply = trio.socket.from_stdlib_socket(reply)
         self.returncode: int | None = None
 
     async def wait(self) -> int:
         """Wait until the command exits, have it reaped, and return its exit status.
 
         ``-N`` when signal N ended it, as :class:`trio.Process` says; ``-SIGKILL`` when
-        the spawner itself is gone (it was killed: so were its unreaped commands'
-        statuses).
+        the spawner itself is gone (killed: its commands' statuses went with it).
         """
         if self.returncode is not None:
             await trio.lowlevel.checkpoint()
             return self.returncode
-        await trio.lowlevel.wait_readable(self._pidfd)
-        status = -int(signal.SIGKILL)
-        with trio.CancelScope(shield=True), trio.move_on_after(_ANSWER_TIMEOUT):
-            try:
-                await self._reply.send(b"reap")
-                answer = json.loads(await self._reply.recv(4096) or b"{}")
-            except (OSError, ValueError):
-                answer = {}
-            if isinstance(answer, dict) and isinstance(answer.get("status"), int):
-                status = answer["status"]
-        self.returncode = status
+        try:
+            answer = json.loads(await self._reply.recv(4096) or b"{}")
+        except (OSError, ValueError):
+            answer = {}
+        status = answer.get("status") if isinstance(answer, dict) else None
+        self.returncode = status if isinstance(status, int) else -int(signal.SIGKILL)
+        with contextlib.suppress(OSError):  # reaped from now on: nothing signals its group
+            self._raw.send(b"reap")  # non-blocking, into an empty buffer: it never waits
         self._reply.close()
-        os.close(self._pidfd)
-        return status
+        return self.returncode
 
 
 class SpawnerGone(OSError):
@@ -323,15 +318,7 @@ class _Spawner:
                 raise OSError(answer["error"])
             self.broken = True
             raise OSError("the sandbox's spawner did not answer")
-        pid: int = answer["pid"]
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:  # it would run unwatched: it does not run
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            reply.close()  # the spawner reaps it
-            raise
-        return SandboxedChild(pid, reply, pidfd)
+        return SandboxedChild(answer["pid"], near)
 
     def close(self) -> None:
         """End the spawner (end of file on its socket) and reap ``bwrap``, bounded."""

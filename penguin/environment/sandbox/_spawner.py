@@ -14,12 +14,12 @@ It runs the standard library only (``-S``: no site-packages). The protocol, over
   The command starts as the leader of a new session (and, for a tty, takes the pty on
   its stdin as its controlling terminal); the reply socket gets ``{"pid": N}`` or
   ``{"errno": E, "error": TEXT}``.
-- on that reply socket, ``reap`` (sent once the command has exited: penguin watches it
-  through a pidfd) gets ``{"status": S}`` (``-N`` for signal N). Until then the command
-  stays unreaped, so its pid and group id cannot name another process (the rule of
-  ``supervisor/_process``). A reply socket that closes first, or a pid reply that
-  cannot be delivered, makes the command an orphan: its group is sent SIGKILL in the
-  latter case, and orphans are reaped as they exit.
+- when the command exits (``SIGCHLD``, then ``waitid(WNOWAIT)``), the reply socket gets
+  ``{"status": S}`` (``-N`` for signal N) and the command stays unreaped until penguin
+  answers ``reap``: until then its pid and group id cannot name another process (the
+  rule of ``supervisor/_process``). A reply socket that closes first, or a pid reply
+  that cannot be delivered, makes the command an orphan: its group is sent SIGKILL in
+  the latter case, and orphans are reaped as they exit.
 - end of file on ``FD`` (penguin closed the sandbox, or died) ends the spawner.
 
 What it does not own: which layout it serves (a new layout gets a new ``bwrap`` and a
@@ -95,16 +95,29 @@ def _send(sock: socket.socket, value: object) -> bool:
 def main(fd: int) -> None:
     """Serve start and reap requests on ``fd`` until it reaches end of file."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed reply socket is an error
+    wake_read, wake_write = os.pipe()
+    for end in (wake_read, wake_write):
+        os.set_blocking(end, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
     main_socket = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
     selector = selectors.DefaultSelector()
     selector.register(main_socket, selectors.EVENT_READ)
+    selector.register(wake_read, selectors.EVENT_READ)
     children: dict[socket.socket, subprocess.Popen[bytes]] = {}
+    told: set[socket.socket] = set()
     orphans: list[subprocess.Popen[bytes]] = []
     while True:
         events = selector.select(_ORPHAN_POLL if orphans else None)
         orphans = [child for child in orphans if child.poll() is None]
         for key, _ in events:
+            if key.fileobj == wake_read:
+                with contextlib.suppress(OSError):
+                    while os.read(wake_read, 512):
+                        pass
+                _tell_exits(children, told)
+                continue
             sock = key.fileobj
             assert isinstance(sock, socket.socket)
             if sock is main_socket:
@@ -114,16 +127,35 @@ def main(fd: int) -> None:
                 _serve_start(*received, selector, children, orphans)
                 continue
             child = children.pop(sock)
+            told.discard(sock)
             selector.unregister(sock)
             try:
                 asked = sock.recv(16)
             except OSError:
                 asked = b""
             if asked == b"reap":
-                _send(sock, {"status": child.wait()})
+                child.wait()  # it has exited: penguin got its status
             else:
                 orphans.append(child)
             sock.close()
+
+
+def _tell_exits(
+    children: dict[socket.socket, subprocess.Popen[bytes]], told: set[socket.socket]
+) -> None:
+    """Send each newly exited command's status, leaving it unreaped."""
+    for sock, child in children.items():
+        if sock in told:
+            continue
+        try:
+            info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            continue
+        if info is None:
+            continue
+        exited = info.si_code == os.CLD_EXITED
+        told.add(sock)
+        _send(sock, {"status": info.si_status if exited else -info.si_status})
 
 
 def _serve_start(
