@@ -34,12 +34,14 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Final, final
@@ -390,6 +392,7 @@ def build_namespaces(
         raise OSError("bubblewrap (bwrap) is not installed")
     info_read, info_write = os.pipe()
     hold_read, hold_write = os.pipe()
+    ready_read, ready_write = os.pipe()
     near: socket.socket | None = None
     far: socket.socket | None = None
     if spawner:
@@ -397,7 +400,7 @@ def build_namespaces(
         inner = [*_SPAWNER_ARGV, str(far.fileno())]
         passed: tuple[int, ...] = (info_write, far.fileno())
     else:
-        inner = ["/bin/sh", "-c", "read _ignored"]
+        inner = ["/bin/sh", "-c", "echo ready; exec >/dev/null; read _ignored"]
         passed = (info_write,)
     try:
         process = subprocess.Popen(
@@ -410,14 +413,14 @@ def build_namespaces(
                 *inner,
             ],
             stdin=hold_read,
-            stdout=subprocess.DEVNULL,
+            stdout=ready_write,  # the process inside says "ready" once bwrap is done
             stderr=subprocess.PIPE,
             pass_fds=passed,
             env=dict(env),
             start_new_session=True,
         )
     except BaseException:
-        for fd in (info_read, info_write, hold_read, hold_write):
+        for fd in (info_read, info_write, hold_read, hold_write, ready_read, ready_write):
             os.close(fd)
         for sock in (near, far):
             if sock is not None:
@@ -425,12 +428,15 @@ def build_namespaces(
         raise
     os.close(info_write)
     os.close(hold_read)
+    os.close(ready_write)
     if far is not None:
         far.close()
     fds: dict[str, int] = {}
     done = False
     try:
         child = _child_pid(info_read)
+        if child is not None and not _ready(ready_read):
+            child = None
         if child is None:
             process.wait(_BUILD_TIMEOUT)
             assert process.stderr is not None
@@ -441,6 +447,8 @@ def build_namespaces(
             fds["mount" if kind == "mnt" else kind] = os.open(
                 f"/proc/{child}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC
             )
+        if not layout.network:
+            _loopback_down(fds["user"], fds["net"], env)
         done = True
     except BaseException:
         for fd in fds.values():
@@ -448,6 +456,7 @@ def build_namespaces(
         raise
     finally:
         os.close(info_read)
+        os.close(ready_read)
         os.close(hold_write)  # the holder's read ends: it exits
         if near is None or not done:
             if near is not None:
@@ -464,6 +473,47 @@ def build_namespaces(
             process.stderr.close()
         return Namespaces(layout, fds, _Spawner(process, near))
     return Namespaces(layout, fds)
+
+
+def _ready(fd: int) -> bool:
+    """Wait for the process inside to say it runs; ``False`` when bwrap failed first.
+
+    Only then are its namespaces final: bwrap reports the child's pid before it has
+    set the child up (the nested user namespace of ``--disable-userns`` comes later).
+    """
+    data = b""
+    deadline = time.monotonic() + _BUILD_TIMEOUT
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return False
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return False
+        data += chunk
+    return data == b"ready\n"
+
+
+def _loopback_down(user_fd: int, net_fd: int, env: Mapping[str, str]) -> None:
+    """Take the new network namespace's ``lo`` down (X1.1: not even 127.0.0.1)."""
+    argv = [*_SPAWNER_ARGV, "loopback-down", str(user_fd), str(net_fd)]
+    try:
+        done = subprocess.run(
+            argv,
+            pass_fds=(user_fd, net_fd),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_BUILD_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise OSError("taking the sandbox's loopback down timed out") from error
+    if done.returncode != 0:
+        text = done.stderr.decode(errors="replace").strip().splitlines()
+        raise OSError(
+            f"taking the sandbox's loopback down failed ({text[-1] if text else done.returncode})"
+        )
 
 
 def _child_pid(fd: int) -> int | None:

@@ -22,6 +22,12 @@ It runs the standard library only (``-S``: no site-packages). The protocol, over
   the latter case, and orphans are reaped as they exit.
 - end of file on ``FD`` (penguin closed the sandbox, or died) ends the spawner.
 
+The same file, run as ``_spawner.py loopback-down USER_FD NET_FD`` (from outside, once
+per network-off layout), takes the network namespace's loopback down, so a command
+there reaches no address at all, not even its own ``127.0.0.1`` (spec X1.1): it joins
+the user namespace (gaining its capabilities, in this process only, until it exits)
+and then the network namespace, removes ``lo``'s address and clears its ``IFF_UP``.
+
 What it does not own: which layout it serves (a new layout gets a new ``bwrap`` and a
 new spawner), ending the commands' process trees (the supervisor does, by group, tree
 and marker, as for any command), the policy itself.
@@ -37,6 +43,7 @@ import os
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import termios
@@ -102,6 +109,10 @@ def main(fd: int) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
     main_socket = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
+    os.write(1, b"ready\n")  # bwrap is done: the namespaces are final
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
     selector = selectors.DefaultSelector()
     selector.register(main_socket, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
@@ -198,5 +209,42 @@ def _serve_start(
     selector.register(reply, selectors.EVENT_READ)
 
 
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_NS_GET_USERNS = 0xB701
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_SIOCSIFADDR = 0x8916
+_IFF_UP = 0x1
+
+
+def loopback_down(user_fd: int, net_fd: int) -> None:
+    """Take ``lo`` down in the network namespace ``net_fd`` (owned by ``user_fd``)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    # The user namespace that owns the network namespace: bwrap's --disable-userns
+    # puts its processes in a nested one, with no capability over the network.
+    with contextlib.suppress(OSError):
+        user_fd = fcntl.ioctl(net_fd, _NS_GET_USERNS)
+    for fd, kind in ((user_fd, _CLONE_NEWUSER), (net_fd, _CLONE_NEWNET)):
+        if libc.setns(fd, kind) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"setns: {os.strerror(code)}")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        # Its address goes first: a down lo that keeps 127.0.0.1 makes a connect hang
+        # instead of failing at once with "Network is unreachable".
+        # (Setting 0.0.0.0 is how IPv4 removes an interface's address; IPv6's ::1
+        # goes with the interface's going down.)
+        address = struct.pack("=HH4s8x", socket.AF_INET, 0, bytes(4))
+        fcntl.ioctl(sock, _SIOCSIFADDR, struct.pack("16s16s8x", b"lo", address))
+        request = struct.pack("16sh", b"lo", 0)
+        (flags,) = struct.unpack_from("16xh", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags & ~_IFF_UP))
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    if sys.argv[1] == "loopback-down":
+        loopback_down(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main(int(sys.argv[1]))
