@@ -1,4 +1,4 @@
-"""The kernel-facing part of the sandbox on Linux: namespaces made once, entered per command.
+"""The kernel-facing part of the sandbox on Linux: namespaces made once, a spawner inside.
 
 How a :class:`~._policy.Layout` is enforced (docs/sandbox.md says why this way):
 
@@ -7,21 +7,25 @@ How a :class:`~._policy.Layout` is enforced (docs/sandbox.md says why this way):
   read-only, each writable root bound read-write over it, each protected path bound
   read-only over that, and a minimal ``/dev`` (X1.2's devices, the host's ptys, and
   ``/dev/shm`` in workspace-write), plus a new network namespace when the network is
-  off. Its only process is a ``sh`` that waits on a pipe; penguin opens the three
-  namespace files of that process, keeps the descriptors, and lets it end. The
-  namespaces live as long as the descriptors (or any process in them).
-- **Entered per command.** The command line becomes ``nsenter --user=… --mount=…
-  [--net=…] --preserve-credentials --wdns=CWD -- bash -c CMD``: one small ``exec``
-  more than an unsandboxed command, no fork of Python, no namespace created. A command
-  of a non-root user has no capability in the namespace it entered (so it cannot
-  unmount or remount the read-only binds, nor make another user namespace:
-  ``--disable-userns``); when penguin runs as root, ``setpriv`` (a second small
-  ``exec``) drops every capability and locks the securebits, since root entering a user
-  namespace would otherwise keep full capabilities over its mounts. Every descendant
-  inherits all of it.
+  off, whose loopback is then taken down (X1.1: no address at all). The process it runs
+  there says when it is running (only then are the namespaces final), and penguin opens
+  the namespace files of that process.
+- **Started by the spawner.** For an Environment that process is the spawner
+  (``_spawner``), run with every capability dropped (``--cap-drop ALL``: an empty
+  bounding set, even as root) and kept for the layout's life; :meth:`_Spawner.start`
+  asks it to start each command (one ``vfork``+``exec`` inside, the command's stdio
+  passed over the socket), and :class:`SandboxedChild` is the command's root as the
+  supervisor sees it: not penguin's child, its status sent by the spawner, reaped
+  only on penguin's word.
+- **Entered from outside** otherwise (``penguin sandbox``, the probe, a command too
+  large for one message): ``nsenter --user=… --mount=… [--net=…]
+  --preserve-credentials --wdns=CWD -- CMD``, and as root ``setpriv`` drops every
+  capability and locks the securebits, since root entering a user namespace would
+  otherwise keep full capabilities over its mounts. For :func:`probe` and ``penguin
+  sandbox`` the process inside is a holder that ends once the descriptors are open.
 - A layout that changes (a ``.git`` created, a writable root that appeared) gets new
-  namespaces at the next command start; the old descriptors stay open until the
-  sandbox closes (a command being entered may still be reading them).
+  namespaces and a new spawner at the next command start; the old ones stay until the
+  sandbox closes (their commands may still run, and are reaped through them).
 
 :func:`probe` is what the machine supports (``penguin sandbox --check``, X3.1), tried
 for real once per process.
