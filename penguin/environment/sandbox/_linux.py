@@ -273,6 +273,7 @@ class _Spawner:
         self._process = process
         self._socket = trio.socket.from_stdlib_socket(sock)
         self.fileno = sock.fileno()
+        self._sending = trio.Lock()
         self.broken = False
         _open_sockets.add(self)
 
@@ -302,9 +303,10 @@ class _Spawner:
             fds = array.array("i", [far.fileno(), *stdio])
             with trio.CancelScope(shield=True), trio.move_on_after(_ANSWER_TIMEOUT):
                 try:
-                    await self._socket.sendmsg(
-                        [payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
-                    )
+                    async with self._sending:  # one waiter per fd: Trio allows no more
+                        await self._socket.sendmsg(
+                            [payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+                        )
                 except OSError as error:  # nothing was started
                     self.broken = True
                     raise SpawnerGone(f"the sandbox's spawner is gone ({error})") from error

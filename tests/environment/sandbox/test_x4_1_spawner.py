@@ -118,3 +118,21 @@ async def test_x4_1_a_command_too_large_for_the_spawner_enters_with_nsenter(
     assert "CapBnd:\t0000000000000000" in out or os.geteuid() != 0
     assert "Read-only file system" in out
     assert tree_digest(decoy) == before
+
+
+async def test_x4_1_many_commands_starting_at_once_share_the_spawner(workspace: Path) -> None:
+    # 64 start messages (each with the whole environment) overfill the socket's buffer:
+    # the senders queue, and each command still starts once, with its own output.
+    outputs: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        outputs[i] = await sh(env, f"echo {i}-$PPID")
+
+    async with sandboxed(workspace, network=False) as env, trio.open_nursery() as nursery:
+        for i in range(64):
+            nursery.start_soon(one, i)
+    parents = {out.split("-", 1)[1] for out in outputs.values()}
+    assert sorted(outputs) == list(range(64))
+    assert all(out.startswith(f"{i}-") for i, out in outputs.items())
+    assert len(parents) == 1  # one spawner started them all
+    assert parents != {f"{os.getpid()}\n"}
