@@ -136,3 +136,35 @@ async def test_x4_1_many_commands_starting_at_once_share_the_spawner(workspace: 
     assert all(out.startswith(f"{i}-") for i, out in outputs.items())
     assert len(parents) == 1  # one spawner started them all
     assert parents != {f"{os.getpid()}\n"}
+
+
+def _live_with_argv(argv: bytes) -> list[int]:
+    """Pids of live (not zombie) processes whose command line is exactly ``argv``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                if handle.read() == argv:
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.001, 0.003, 0.01, 0.03])
+async def test_x4_1_a_start_cancelled_at_any_moment_leaves_no_process(
+    workspace: Path, delay: float
+) -> None:
+    # Whenever the cancellation lands (before the request, while the spawner starts
+    # the command, after its pid came back), nothing it started outlives the session.
+    marker = f"{31 + delay:.3f}"
+    async with sandboxed(workspace, network=False) as env:
+        with trio.move_on_after(delay):
+            async with trio.open_nursery() as nursery:
+                for _ in range(8):
+                    nursery.start_soon(sh, env, f"exec sleep {marker}")
+        out = await sh(env, "echo still works")
+    assert out == "still works\n"
+    assert _live_with_argv(f"sleep\0{marker}\0".encode()) == []
