@@ -286,7 +286,9 @@ class _Spawner:
         stdio: tuple[int, int, int],
         tty: bool,
     ) -> SandboxedChild | None:
-        """Start a command; ``None`` when its message is too large; raise ``OSError``.
+        """Start a command; ``None`` when its message is too large.
+
+        Raises ``OSError`` as starting it would (``ValueError`` for an embedded NUL).
 
         The exchange is shielded (and bounded): once the request is sent the command
         may run, so its pid must come back to be supervised whatever happens.
@@ -323,6 +325,8 @@ class _Spawner:
                 code, filename = answer.get("errno"), answer.get("filename")
                 if isinstance(code, int) and code:
                     raise OSError(code, answer["error"], *([filename] if filename else []))
+                if answer.get("value"):  # what Popen raises for an embedded NUL
+                    raise ValueError(answer["error"])
                 raise OSError(answer["error"])
             self.broken = True
             raise OSError("the sandbox's spawner did not answer")

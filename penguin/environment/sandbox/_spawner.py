@@ -191,7 +191,11 @@ def _serve_start(
             _send(reply, {"errno": code or 0, "error": text, "filename": name})
             reply.close()
             return
-        except (ValueError, KeyError, TypeError) as error:  # a malformed or too long message
+        except ValueError as error:  # an embedded NUL, as Popen says it; or bad JSON
+            _send(reply, {"errno": 0, "error": str(error), "value": True})
+            reply.close()
+            return
+        except (KeyError, TypeError) as error:  # a malformed message
             _send(reply, {"errno": 0, "error": f"bad start request ({error})"})
             reply.close()
             return

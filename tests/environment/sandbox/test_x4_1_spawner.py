@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
+import penguin
+
 from .conftest import tree_digest
 from .test_enforcement import call, sandboxed, sh
 
@@ -168,3 +170,19 @@ async def test_x4_1_a_start_cancelled_at_any_moment_leaves_no_process(
         out = await sh(env, "echo still works")
     assert out == "still works\n"
     assert _live_with_argv(f"sleep\0{marker}\0".encode()) == []
+
+
+async def test_x4_1_spawn_errors_read_as_without_the_sandbox(workspace: Path) -> None:
+    cases = ({"cmd": "echo a\0b"}, {"cmd": "true", "workdir": str(workspace / "gone")})
+    texts: dict[bool, list[str]] = {}
+    for boxed in (False, True):
+        if boxed:
+            async with sandboxed(workspace, network=False) as env:
+                texts[boxed] = [(await call(env, "exec_command", **c)).output for c in cases]
+        else:
+            config = penguin.EnvironmentConfig(workspace_dir=workspace)
+            async with penguin.Environment.open(config) as env:
+                texts[boxed] = [(await call(env, "exec_command", **c)).output for c in cases]
+    assert texts[True] == texts[False]
+    assert texts[True][0] == "[spawn error: embedded null byte]"
+    assert texts[True][1] == f"[spawn error: No such file or directory: '{workspace / 'gone'}']"
