@@ -14,12 +14,13 @@ It runs the standard library only (``-S``: no site-packages). The protocol, over
   The command starts as the leader of a new session (and, for a tty, takes the pty on
   its stdin as its controlling terminal); the reply socket gets ``{"pid": N}`` or
   ``{"errno": E, "error": TEXT}``.
-- when the command exits (``SIGCHLD``, then ``waitid(WNOWAIT)``), the reply socket gets
+- when the command exits (its pidfd, then ``waitid(WNOWAIT)``), the reply socket gets
   ``{"status": S}`` (``-N`` for signal N) and the command stays unreaped until penguin
   answers ``reap``: until then its pid and group id cannot name another process (the
-  rule of ``supervisor/_process``). A reply socket that closes first, or a pid reply
-  that cannot be delivered, makes the command an orphan: its group is sent SIGKILL in
-  the latter case, and orphans are reaped as they exit.
+  rule of ``supervisor/_process``; a zombie is never signalled nor counted as alive,
+  so the moment of the reaping itself does not matter). A reply socket that closes
+  first, or a pid reply that cannot be delivered, makes the command an orphan: its
+  group is sent SIGKILL in the latter case, and orphans are reaped as they exit.
 - end of file on ``FD`` (penguin closed the sandbox, or died) ends the spawner.
 
 The same file, run as ``_spawner.py loopback-down USER_FD NET_FD`` (from outside, once
@@ -52,7 +53,6 @@ MAX_MESSAGE = 1 << 20
 """The largest start message read (argv and environment); penguin sends larger ones
 through ``nsenter`` instead."""
 _FDS = 4
-_ORPHAN_POLL = 0.5
 
 
 def _claim_tty() -> None:  # runs in the child, between fork and exec
@@ -99,14 +99,18 @@ def _send(sock: socket.socket, value: object) -> bool:
     return True
 
 
+class _Child:
+    """One started command: its process, the reply socket, and a pidfd until it exits."""
+
+    def __init__(self, process: subprocess.Popen[bytes], reply: socket.socket, pidfd: int):
+        self.process = process
+        self.reply: socket.socket | None = reply
+        self.pidfd: int | None = pidfd
+
+
 def main(fd: int) -> None:
     """Serve start and reap requests on ``fd`` until it reaches end of file."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed reply socket is an error
-    wake_read, wake_write = os.pipe()
-    for end in (wake_read, wake_write):
-        os.set_blocking(end, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
     main_socket = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
     os.write(1, b"ready\n")  # bwrap is done: the namespaces are final
@@ -115,67 +119,55 @@ def main(fd: int) -> None:
     os.close(null)
     selector = selectors.DefaultSelector()
     selector.register(main_socket, selectors.EVENT_READ)
-    selector.register(wake_read, selectors.EVENT_READ)
-    children: dict[socket.socket, subprocess.Popen[bytes]] = {}
-    told: set[socket.socket] = set()
-    orphans: list[subprocess.Popen[bytes]] = []
     while True:
-        events = selector.select(_ORPHAN_POLL if orphans else None)
-        orphans = [child for child in orphans if child.poll() is None]
-        for key, _ in events:
-            if key.fileobj == wake_read:
-                with contextlib.suppress(OSError):
-                    while os.read(wake_read, 512):
-                        pass
-                _tell_exits(children, told)
-                continue
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            if sock is main_socket:
+        for key, _ in selector.select():
+            if key.fileobj is main_socket:
                 received = _receive(main_socket)
                 if received is None:
                     os._exit(0)
-                _serve_start(*received, selector, children, orphans)
-                continue
-            child = children.pop(sock)
-            told.discard(sock)
-            selector.unregister(sock)
-            try:
-                asked = sock.recv(16)
-            except OSError:
-                asked = b""
-            if asked == b"reap":
-                child.wait()  # it has exited: penguin got its status
+                _serve_start(*received, selector)
+            elif key.data[0] == "exit":
+                _exited(key.data[1], selector)
             else:
-                orphans.append(child)
-            sock.close()
+                _answered(key.data[1], selector)
 
 
-def _tell_exits(
-    children: dict[socket.socket, subprocess.Popen[bytes]], told: set[socket.socket]
-) -> None:
-    """Send each newly exited command's status, leaving it unreaped."""
-    for sock, child in children.items():
-        if sock in told:
-            continue
-        try:
-            info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            continue
-        if info is None:
-            continue
-        exited = info.si_code == os.CLD_EXITED
-        told.add(sock)
-        _send(sock, {"status": info.si_status if exited else -info.si_status})
+def _exited(child: _Child, selector: selectors.BaseSelector) -> None:
+    """The command exited (its pidfd is readable): send its status, or reap an orphan."""
+    assert child.pidfd is not None
+    selector.unregister(child.pidfd)
+    os.close(child.pidfd)
+    child.pidfd = None
+    if child.reply is None:  # nobody will say reap
+        child.process.wait()
+        return
+    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+    info = os.waitid(os.P_PID, child.process.pid, flags)
+    if info is None:  # cannot be: a pidfd is readable once it exited
+        status = -int(signal.SIGKILL)
+    else:
+        status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    _send(child.reply, {"status": status})
 
 
-def _serve_start(
-    data: bytes,
-    fds: list[int],
-    selector: selectors.BaseSelector,
-    children: dict[socket.socket, subprocess.Popen[bytes]],
-    orphans: list[subprocess.Popen[bytes]],
-) -> None:
+def _answered(child: _Child, selector: selectors.BaseSelector) -> None:
+    """Penguin said ``reap`` (it has the status) or closed the reply socket."""
+    assert child.reply is not None
+    selector.unregister(child.reply)
+    try:
+        asked = child.reply.recv(16)
+    except OSError:
+        asked = b""
+    if child.pidfd is None:  # it exited: reap it now (said reap, or orphaned after)
+        child.process.wait()
+    elif asked == b"reap":  # pragma: no cover - penguin says it only after the status
+        pass  # reaped by _exited, as an orphan
+    # else orphaned while running: reaped by _exited
+    child.reply.close()
+    child.reply = None
+
+
+def _serve_start(data: bytes, fds: list[int], selector: selectors.BaseSelector) -> None:
     if len(fds) != _FDS:
         for fd in fds:
             os.close(fd)
@@ -183,7 +175,7 @@ def _serve_start(
     reply = socket.socket(fileno=fds[0])
     try:
         try:
-            child = _start(data, fds[1:])
+            process = _start(data, fds[1:])
         except (OSError, subprocess.SubprocessError) as error:
             code = getattr(error, "errno", None)
             text = getattr(error, "strerror", None) or str(error)
@@ -203,14 +195,24 @@ def _serve_start(
         for fd in fds[1:]:
             with contextlib.suppress(OSError):
                 os.close(fd)
-    if not _send(reply, {"pid": child.pid}):
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except OSError as error:  # it would run unwatched: it does not run
         with contextlib.suppress(OSError):
-            os.killpg(child.pid, signal.SIGKILL)
-        orphans.append(child)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        _send(reply, {"errno": error.errno or 0, "error": error.strerror or str(error)})
         reply.close()
         return
-    children[reply] = child
-    selector.register(reply, selectors.EVENT_READ)
+    child = _Child(process, reply, pidfd)
+    selector.register(pidfd, selectors.EVENT_READ, ("exit", child))
+    if not _send(reply, {"pid": process.pid}):
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        reply.close()
+        child.reply = None  # an orphan: reaped once it exited
+        return
+    selector.register(reply, selectors.EVENT_READ, ("reply", child))
 
 
 _CLONE_NEWUSER = 0x10000000
