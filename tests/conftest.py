@@ -1,5 +1,17 @@
-"""The suite's one marker: ``once``, for tests CI runs on one Python only.
+"""The suite's one marker, ``once``, and its own home folder.
 
+**The home folder.** Every command penguin runs starts from a login shell's
+environment (``bash -l``), and a login shell reads the profile of ``HOME``. The
+developer's own profile is not the suite's business, and it can be costly or worse:
+pyenv's ``rehash`` alone costs a login shell ~140 ms of CPU, and a login shell killed
+while it holds pyenv's lock file leaves that file behind, after which every login shell
+on the machine waits 60 s for it. So the suite runs with ``HOME`` set to a fresh folder
+of its own, whose ``.profile`` exports the ``PATH`` the run started with (the commands
+see the same programs the run does; ``PYENV_ROOT`` is kept pointing at the real pyenv, so
+its shims on that ``PATH`` still work). Tests that are about profiles make their own
+``HOME``, as before. The folder is removed when the run ends.
+
+**``once``.**
 The README's run (Python 3.11, in CI too) runs everything. The nox matrix's other
 Pythons skip, with ``-m "not once"``, the tests whose cost is a real browser, a real
 pseudo-terminal or cores kept busy on purpose — what they check (a page, a terminal,
@@ -9,9 +21,20 @@ third of the suite's time. ``nox -s tests`` alone runs them on every Python.
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+_REAL_HOME = os.environ.get("HOME") or os.path.expanduser("~")
+_HOME = tempfile.mkdtemp(prefix="penguin-tests-home-")
+Path(_HOME, ".profile").write_text(f"export PATH={shlex.quote(os.environ.get('PATH', ''))}\n")
+if "PYENV_ROOT" not in os.environ and Path(_REAL_HOME, ".pyenv").is_dir():
+    os.environ["PYENV_ROOT"] = str(Path(_REAL_HOME, ".pyenv"))
+os.environ["HOME"] = _HOME
 
 _ONCE_FILES = {
     "tests/cli/test_chat.py",
@@ -29,6 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "once: a browser, pty or load test the CI matrix runs on one Python only"
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_HOME, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -451,10 +451,16 @@ def _daemons(log: Path, ids: tuple[str, ...]) -> list[int]:
 
 
 def _worker_of(log: Path, task_id: str) -> psutil.Process:
-    """The Ray worker process that ran ``task_id`` (its command's parent)."""
+    """The Ray worker process that ran ``task_id``: its command's parent, or (when the
+    command ran in a sandbox, started by the sandbox's spawner under ``bwrap``) the
+    nearest ancestor that is a Ray worker."""
     lines = [line.split() for line in log.read_text().splitlines()]
-    (worker,) = {int(parent) for task, _, parent in lines if task == task_id}
-    return psutil.Process(worker)
+    (parent,) = {int(parent) for task, _, parent in lines if task == task_id}
+    process = psutil.Process(parent)
+    for ancestor in [process, *process.parents()]:
+        if "ray::" in ancestor.name() or "BatchWorker" in " ".join(ancestor.cmdline()):
+            return ancestor
+    return process
 
 
 def _alive(pid: int) -> bool:

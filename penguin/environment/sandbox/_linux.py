@@ -53,13 +53,14 @@ from typing import Final, final
 import attrs
 import trio
 
+from penguin._errors import PenguinError
+
 from . import _spawner
 from ._policy import DEVICES, Layout
 
 __all__ = [
     "Namespaces",
     "SandboxedChild",
-    "SpawnerGone",
     "Support",
     "build_namespaces",
     "probe",
@@ -248,8 +249,12 @@ class SandboxedChild:
         return self.returncode
 
 
-class SpawnerGone(OSError):
-    """The spawner could not be reached; the command was not started."""
+@final
+class _SpawnerGone(PenguinError, OSError):
+    """The spawner could not be reached; the command was not started.
+
+    Private: the sandbox then builds new namespaces and tries once more.
+    """
 
 
 _open_sockets: weakref.WeakSet[_Spawner] = weakref.WeakSet()
@@ -311,7 +316,7 @@ class _Spawner:
                         )
                 except OSError as error:  # nothing was started
                     self.broken = True
-                    raise SpawnerGone(f"the sandbox's spawner is gone ({error})") from error
+                    raise _SpawnerGone(f"the sandbox's spawner is gone ({error})") from error
                 far.close()
                 answer = json.loads(await reply.recv(4096) or b"null")
         except BaseException:

@@ -24,7 +24,7 @@ import trio
 
 from penguin._errors import SandboxUnavailableError
 
-from ._linux import Namespaces, SandboxedChild, SpawnerGone, build_namespaces, probe
+from ._linux import Namespaces, SandboxedChild, _SpawnerGone, build_namespaces, probe
 from ._policy import Layout, SandboxPolicy, resolve_layout, write_denial
 
 __all__ = ["TMP_DIR_NAME", "CommandSandbox", "close_sandbox", "open_sandbox"]
@@ -124,7 +124,7 @@ class CommandSandbox:
                 return None
             try:
                 return await current.spawner.start(argv, executable, str(cwd), env, stdio, tty)
-            except SpawnerGone:  # nothing started: new namespaces, once
+            except _SpawnerGone:  # nothing started: new namespaces, once
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")

@@ -48,6 +48,7 @@ import struct
 import subprocess
 import sys
 import termios
+from typing import final
 
 MAX_MESSAGE = 1 << 20
 """The largest start message read (argv and environment); penguin sends larger ones
@@ -99,6 +100,7 @@ def _send(sock: socket.socket, value: object) -> bool:
     return True
 
 
+@final
 class _Child:
     """One started command: its process, the reply socket, and a pidfd until it exits."""
 
