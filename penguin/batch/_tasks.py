@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
 
@@ -232,13 +232,20 @@ def _parse(
             problems.append((number, str(exc)))
             continue
         lines.append(number)
+    problems.extend(_duplicate_ids(tasks, lines, path))
+    return tasks, lines, problems
+
+
+def _duplicate_ids(
+    tasks: Sequence[BatchTask], lines: Sequence[int], path: Path | None
+) -> Iterator[tuple[int, str]]:
+    """``(line, problem)`` for every task whose id an earlier task already used (the one rule)."""
     seen: dict[str, int] = {}
     for task, number in zip(tasks, lines, strict=True):
         first = seen.setdefault(task.id, number)
         if first != number:
             where = f"line {first}" if path is not None else f"task {first}"
-            problems.append((number, f"duplicate id {task.id!r} (first used on {where})"))
-    return tasks, lines, problems
+            yield number, f"duplicate id {task.id!r} (first used on {where})"
 
 
 def _path_problems(tasks: Sequence[BatchTask], lines: Sequence[int]) -> list[tuple[int, str]]:
@@ -256,13 +263,9 @@ def check_unique_ids(
     tasks: Sequence[BatchTask], *, lines: Sequence[int] | None = None, path: Path | None = None
 ) -> None:
     """:class:`TaskFileError` at the second task of an id that was already used."""
-    seen: dict[str, int] = {}
-    for index, task in enumerate(tasks):
-        number = lines[index] if lines is not None else index + 1
-        first = seen.setdefault(task.id, number)
-        if first != number:
-            where = f"line {first}" if path is not None else f"task {first}"
-            raise TaskFileError(path, number, f"duplicate id {task.id!r} (first used on {where})")
+    numbers = lines if lines is not None else range(1, len(tasks) + 1)
+    for number, problem in _duplicate_ids(tasks, numbers, path):
+        raise TaskFileError(path, number, problem)
 
 
 def check_task_paths(
