@@ -20,7 +20,6 @@ from typing import Final, Literal, final
 import attrs
 import trio
 
-from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin.agent import Agent, Session, SessionHolder, SessionNotFoundError
@@ -36,10 +35,7 @@ from ._shapes import approval_request
 
 __all__ = ["SURFACE", "Live", "LiveSessions", "Opener"]
 
-logger: Final = _log.child("server")
 
-_CLOSE_GRACE: Final = 10.0
-"""Seconds a session (and its Environment's process kills) may take to close."""
 SURFACE: Final = "penguin server"
 """How a session this server holds open is named to a process refused it (chat.md C5.6)."""
 
@@ -187,7 +183,7 @@ class LiveSessions:
     async def release(self, live: Live) -> None:
         """Close the session's Session (bounded; then cancelled) and wait until it is closed."""
         if live.holder is not None:
-            await live.holder.release(_CLOSE_GRACE)
+            await live.holder.release()
             self.released += 1
 
     async def close(self, lives: Sequence[Live], *, wait_cancelled: bool) -> None:
