@@ -86,8 +86,13 @@ class TraceRecorder:
     async def open(cls, writer: TraceWriter) -> AsyncIterator[TraceRecorder]:
         """Start the writing task; leaving the block writes what is queued, then stops."""
         recorder = cls(writer)
+        # The drain's scope is made here and the task started without ``nursery.start``:
+        # a shielded child that reports started while its starter is being cancelled
+        # stays under ``start``, which then waits for it forever (a batch stopping as a
+        # session opened hung so), and the block below, which would end it, never runs.
+        drain_scope = trio.CancelScope(shield=True)
         async with trio.open_nursery() as nursery:
-            drain_scope: trio.CancelScope = await nursery.start(recorder._drain)
+            nursery.start_soon(recorder._drain, drain_scope)
             try:
                 yield recorder
             finally:
@@ -135,9 +140,8 @@ class TraceRecorder:
         self._wake(hurry=True)
         await written.wait()
 
-    async def _drain(self, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
-        with trio.CancelScope(shield=True) as scope:
-            task_status.started(scope)
+    async def _drain(self, scope: trio.CancelScope) -> None:
+        with scope:
             while True:
                 if not self._queue:
                     if self._closed:

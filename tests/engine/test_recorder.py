@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -144,3 +145,44 @@ async def test_7_4_flush_does_not_wait_for_an_idle_loop(
         assert _lines(writer.path) == 1
         assert writer.path.name.endswith("_002.jsonl")
         spinner.stop = True
+
+
+_OPENED_WHILE_CANCELLED = """
+import sys
+from pathlib import Path
+
+import trio
+
+from penguin import protocol as om
+from penguin.engine import TraceRecorder
+from penguin.trace import TraceWriter, read_trace
+
+
+async def main() -> None:
+    writer = TraceWriter(Path(sys.argv[1]), "s-1")
+    with trio.CancelScope() as scope:
+        scope.cancel()  # the owner is being cancelled as the recorder opens
+        async with TraceRecorder.open(writer) as recorder:
+            recorder.record(om.user_text("kept"))
+            await trio.sleep_forever()
+    print(len(read_trace(writer.path)))
+
+
+trio.run(main)
+"""
+
+
+async def test_a_recorder_opened_by_a_cancelled_owner_closes_and_writes(tmp_path: Path) -> None:
+    # Its drain is shielded: started through nursery.start by an owner under
+    # cancellation it stayed under start(), which waited for it forever (a batch
+    # stopping while a session opened hung so). A process of its own, so that a
+    # regression fails by its timeout instead of hanging the suite.
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", _OPENED_WHILE_CANCELLED, str(tmp_path)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["1"]
