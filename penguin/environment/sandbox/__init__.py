@@ -4,8 +4,10 @@ A plug-in folder with three parts:
 
 - ``_policy``: :class:`SandboxPolicy` and its resolution into writable roots and
   protected paths (sans-IO apart from looking at paths), and the file tools' check;
-- ``_linux``: the kernel-facing part (namespaces made with ``bwrap``, entered with
-  ``nsenter``), and :func:`probe` of what the machine supports;
+- ``_linux``: the kernel-facing part (namespaces made with ``bwrap``, commands started
+  in them by the spawner or entered with ``nsenter``), and :func:`probe` of what the
+  machine supports;
+- ``_spawner``: the small process inside the namespaces that starts their commands;
 - ``_runtime``: :class:`CommandSandbox`, one Environment's sandbox.
 
 docs/sandbox.md describes the modes and the mechanism.

@@ -1,4 +1,4 @@
-"""The kernel-facing part of the sandbox on Linux: namespaces made once, entered per command.
+"""The kernel-facing part of the sandbox on Linux: namespaces made once, a spawner inside.
 
 How a :class:`~._policy.Layout` is enforced (docs/sandbox.md says why this way):
 
@@ -7,21 +7,25 @@ How a :class:`~._policy.Layout` is enforced (docs/sandbox.md says why this way):
   read-only, each writable root bound read-write over it, each protected path bound
   read-only over that, and a minimal ``/dev`` (X1.2's devices, the host's ptys, and
   ``/dev/shm`` in workspace-write), plus a new network namespace when the network is
-  off. Its only process is a ``sh`` that waits on a pipe; penguin opens the three
-  namespace files of that process, keeps the descriptors, and lets it end. The
-  namespaces live as long as the descriptors (or any process in them).
-- **Entered per command.** The command line becomes ``nsenter --user=… --mount=…
-  [--net=…] --preserve-credentials --wdns=CWD -- bash -c CMD``: one small ``exec``
-  more than an unsandboxed command, no fork of Python, no namespace created. A command
-  of a non-root user has no capability in the namespace it entered (so it cannot
-  unmount or remount the read-only binds, nor make another user namespace:
-  ``--disable-userns``); when penguin runs as root, ``setpriv`` (a second small
-  ``exec``) drops every capability and locks the securebits, since root entering a user
-  namespace would otherwise keep full capabilities over its mounts. Every descendant
-  inherits all of it.
+  off, whose loopback is then taken down (X1.1: no address at all). The process it runs
+  there says when it is running (only then are the namespaces final), and penguin opens
+  the namespace files of that process.
+- **Started by the spawner.** For an Environment that process is the spawner
+  (``_spawner``), run with every capability dropped (``--cap-drop ALL``: an empty
+  bounding set, even as root) and kept for the layout's life; :meth:`_Spawner.start`
+  asks it to start each command (one ``vfork``+``exec`` inside, the command's stdio
+  passed over the socket), and :class:`SandboxedChild` is the command's root as the
+  supervisor sees it: not penguin's child, its status sent by the spawner, reaped
+  only on penguin's word.
+- **Entered from outside** otherwise (``penguin sandbox``, the probe, a command too
+  large for one message): ``nsenter --user=… --mount=… [--net=…]
+  --preserve-credentials --wdns=CWD -- CMD``, and as root ``setpriv`` drops every
+  capability and locks the securebits, since root entering a user namespace would
+  otherwise keep full capabilities over its mounts. For :func:`probe` and ``penguin
+  sandbox`` the process inside is a holder that ends once the descriptors are open.
 - A layout that changes (a ``.git`` created, a writable root that appeared) gets new
-  namespaces at the next command start; the old descriptors stay open until the
-  sandbox closes (a command being entered may still be reading them).
+  namespaces and a new spawner at the next command start; the old ones stay until the
+  sandbox closes (their commands may still run, and are reaped through them).
 
 :func:`probe` is what the machine supports (``penguin sandbox --check``, X3.1), tried
 for real once per process.
@@ -29,26 +33,50 @@ for real once per process.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import json
 import os
+import select
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Final, final
 
 import attrs
+import trio
 
+from penguin._errors import PenguinError
+
+from . import _spawner
 from ._policy import DEVICES, Layout
 
-__all__ = ["Namespaces", "Support", "build_namespaces", "probe"]
+__all__ = [
+    "Namespaces",
+    "SandboxedChild",
+    "Support",
+    "build_namespaces",
+    "probe",
+]
 
 _SYS_LANDLOCK_CREATE_RULESET: Final = 444
 _LANDLOCK_CREATE_RULESET_VERSION: Final = 1
 _BUILD_TIMEOUT: Final = 20.0
+_ANSWER_TIMEOUT: Final = 10.0
+"""The longest wait for the spawner's answer to a start or a reap (it never blocks
+longer than one ``vfork``+``exec``, unless the machine is frozen)."""
+_CLOSE_TIMEOUT: Final = 1.0
+_SPAWNER_LIMIT: Final = 128 * 1024
+"""A start message larger than this (a huge environment) enters with ``nsenter``
+instead: a ``SOCK_SEQPACKET`` message must fit the socket's buffer."""
+_SPAWNER_ARGV: Final = (sys.executable, "-I", "-S", "-B", _spawner.__file__)
 _SETPRIV_ARGS: Final = (
     "--no-new-privs",
     "--bounding-set=-all",
@@ -156,8 +184,11 @@ def _helpers() -> tuple[str, ...]:
     return ("nsenter", "setpriv") if os.geteuid() == 0 else ("nsenter",)
 
 
-def _bwrap_args(layout: Layout) -> list[str]:
-    args = ["--unshare-user", "--disable-userns", "--die-with-parent"]
+def _bwrap_args(layout: Layout, *, spawner: bool) -> list[str]:
+    # The spawner lives as long as its socket: bwrap's --die-with-parent would tie it
+    # to the thread that started bwrap (a worker thread's end would kill it).
+    args = ["--unshare-user", "--disable-userns"]
+    args += ["--cap-drop", "ALL"] if spawner else ["--die-with-parent"]
     if not layout.network:
         args.append("--unshare-net")
     if layout.mode == "off":  # network isolation alone
@@ -183,12 +214,151 @@ def _bwrap_args(layout: Layout) -> list[str]:
 
 
 @final
+class SandboxedChild:
+    """A command the spawner started (``_spawner``): its pid, and its exit status.
+
+    It is not penguin's child: the spawner sends its status when it exits and reaps
+    it only when told to, so until :meth:`wait` returns its pid and group id stay its
+    own. :meth:`wait` is what :class:`trio.Process.wait` is for a child of penguin.
+    """
+
+    def __init__(self, pid: int, reply: socket.socket) -> None:
+        self.pid = pid
+        self._raw = reply
+        self._reply = trio.socket.from_stdlib_socket(reply)
+        self.returncode: int | None = None
+
+    async def wait(self) -> int:
+        """Wait until the command exits, have it reaped, and return its exit status.
+
+        ``-N`` when signal N ended it, as :class:`trio.Process` says; ``-SIGKILL`` when
+        the spawner itself is gone (killed: its commands' statuses went with it).
+        """
+        if self.returncode is not None:
+            await trio.lowlevel.checkpoint()
+            return self.returncode
+        try:
+            answer = json.loads(await self._reply.recv(4096) or b"{}")
+        except (OSError, ValueError):
+            answer = {}
+        status = answer.get("status") if isinstance(answer, dict) else None
+        self.returncode = status if isinstance(status, int) else -int(signal.SIGKILL)
+        with contextlib.suppress(OSError):  # reaped from now on: nothing signals its group
+            self._raw.send(b"reap")  # non-blocking, into an empty buffer: it never waits
+        self._reply.close()
+        return self.returncode
+
+
+@final
+class _SpawnerGone(PenguinError, OSError):
+    """The spawner could not be reached; the command was not started.
+
+    Private: the sandbox then builds new namespaces and tries once more.
+    """
+
+
+_open_sockets: weakref.WeakSet[_Spawner] = weakref.WeakSet()
+
+
+def _close_in_child() -> None:  # pragma: no cover - runs in a forked child
+    # A forked child must not keep a spawner alive once penguin is gone.
+    for spawner in list(_open_sockets):
+        with contextlib.suppress(OSError):
+            os.close(spawner.fileno)
+
+
+os.register_at_fork(after_in_child=_close_in_child)
+
+
+@final
+class _Spawner:
+    """penguin's end of one layout's spawner: its socket and the ``bwrap`` running it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self._process = process
+        self._socket = trio.socket.from_stdlib_socket(sock)
+        self.fileno = sock.fileno()
+        self._sending = trio.Lock()
+        self.broken = False
+        _open_sockets.add(self)
+
+    async def start(
+        self,
+        argv: Sequence[str],
+        executable: str | None,
+        cwd: str,
+        env: Mapping[str, str],
+        stdio: tuple[int, int, int],
+        tty: bool,
+    ) -> SandboxedChild | None:
+        """Start a command; ``None`` when its message is too large.
+
+        Raises ``OSError`` as starting it would (``ValueError`` for an embedded NUL).
+
+        The exchange is shielded (and bounded): once the request is sent the command
+        may run, so its pid must come back to be supervised whatever happens.
+        """
+        request = {"argv": list(argv), "executable": executable, "cwd": cwd, "env": dict(env)}
+        payload = json.dumps({**request, "tty": tty}).encode()
+        if len(payload) > _SPAWNER_LIMIT:
+            await trio.lowlevel.checkpoint()
+            return None
+        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        reply = trio.socket.from_stdlib_socket(near)
+        answer: object = None
+        try:
+            fds = array.array("i", [far.fileno(), *stdio])
+            with trio.CancelScope(shield=True), trio.move_on_after(_ANSWER_TIMEOUT):
+                try:
+                    async with self._sending:  # one waiter per fd: Trio allows no more
+                        await self._socket.sendmsg(
+                            [payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+                        )
+                except OSError as error:  # nothing was started
+                    self.broken = True
+                    raise _SpawnerGone(f"the sandbox's spawner is gone ({error})") from error
+                far.close()
+                answer = json.loads(await reply.recv(4096) or b"null")
+        except BaseException:
+            reply.close()
+            raise
+        finally:
+            far.close()
+        if not isinstance(answer, dict) or not isinstance(answer.get("pid"), int):
+            reply.close()
+            if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+                code, filename = answer.get("errno"), answer.get("filename")
+                if isinstance(code, int) and code:
+                    raise OSError(code, answer["error"], *([filename] if filename else []))
+                if answer.get("value"):  # what Popen raises for an embedded NUL
+                    raise ValueError(answer["error"])
+                raise OSError(answer["error"])
+            self.broken = True
+            raise OSError("the sandbox's spawner did not answer")
+        return SandboxedChild(answer["pid"], near)
+
+    def close(self) -> None:
+        """End the spawner (end of file on its socket) and reap ``bwrap``, bounded."""
+        _open_sockets.discard(self)
+        self._socket.close()
+        try:
+            self._process.wait(_CLOSE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+@final
 class Namespaces:
     """Open descriptors of one layout's namespaces, and how a command enters them."""
 
-    def __init__(self, layout: Layout, fds: Mapping[str, int]) -> None:
+    def __init__(
+        self, layout: Layout, fds: Mapping[str, int], spawner: _Spawner | None = None
+    ) -> None:
         self.layout = layout
         self._fds = dict(fds)
+        self.spawner = spawner
+        """The process inside that starts commands (``None``: enter with ``nsenter``)."""
         pid = os.getpid()
         self._prefix: tuple[str, ...] = (
             shutil.which("nsenter") or "nsenter",  # absolute: no PATH search per command
@@ -203,54 +373,85 @@ class Namespaces:
         """The layout's key (what commands sharing these namespaces must agree on)."""
         return self.layout.key
 
+    @property
+    def usable(self) -> bool:
+        """Whether commands can still start here (a spawner that failed cannot)."""
+        return self.spawner is None or not self.spawner.broken
+
     def command(self, argv: Sequence[str], executable: str | None, cwd: str) -> tuple[str, ...]:
         """``argv`` (run as ``executable`` when given) entering these namespaces in ``cwd``."""
         program = executable if executable is not None else argv[0]
         return (*self._prefix, f"--wdns={cwd}", "--", *self._setpriv, program, *argv[1:])
 
     def close(self) -> None:
-        """Close the descriptors (the namespaces end with their last process)."""
+        """End the spawner, close the descriptors (the namespaces end with their last process)."""
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
+        spawner, self.spawner = self.spawner, None
+        if spawner is not None:
+            spawner.close()
 
 
-def build_namespaces(layout: Layout, env: Mapping[str, str]) -> Namespaces:
-    """Make the namespaces of ``layout`` with one ``bwrap`` (blocking); raise ``OSError``."""
+def build_namespaces(
+    layout: Layout, env: Mapping[str, str], *, spawner: bool = False
+) -> Namespaces:
+    """Make the namespaces of ``layout`` with one ``bwrap`` (blocking); raise ``OSError``.
+
+    With ``spawner``, ``bwrap`` runs the spawner (``_spawner``) and stays; without, a
+    holder that ends once the descriptors are open.
+    """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise OSError("bubblewrap (bwrap) is not installed")
     info_read, info_write = os.pipe()
     hold_read, hold_write = os.pipe()
+    ready_read, ready_write = os.pipe()
+    near: socket.socket | None = None
+    far: socket.socket | None = None
+    if spawner:
+        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        inner = [*_SPAWNER_ARGV, str(far.fileno())]
+        passed: tuple[int, ...] = (info_write, far.fileno())
+    else:
+        inner = ["/bin/sh", "-c", "echo ready; exec >/dev/null; read _ignored"]
+        passed = (info_write,)
     try:
         process = subprocess.Popen(
             [
                 bwrap,
-                *_bwrap_args(layout),
+                *_bwrap_args(layout, spawner=spawner),
                 "--info-fd",
                 str(info_write),
                 "--",
-                "/bin/sh",
-                "-c",
-                "read _ignored",
+                *inner,
             ],
             stdin=hold_read,
-            stdout=subprocess.DEVNULL,
+            stdout=ready_write,  # the process inside says "ready" once bwrap is done
             stderr=subprocess.PIPE,
-            pass_fds=(info_write,),
+            pass_fds=passed,
             env=dict(env),
             start_new_session=True,
         )
     except BaseException:
-        for fd in (info_read, info_write, hold_read, hold_write):
+        for fd in (info_read, info_write, hold_read, hold_write, ready_read, ready_write):
             os.close(fd)
+        for sock in (near, far):
+            if sock is not None:
+                sock.close()
         raise
     os.close(info_write)
     os.close(hold_read)
+    os.close(ready_write)
+    if far is not None:
+        far.close()
     fds: dict[str, int] = {}
+    done = False
     try:
         child = _child_pid(info_read)
+        if child is not None and not _ready(ready_read):
+            child = None
         if child is None:
             process.wait(_BUILD_TIMEOUT)
             assert process.stderr is not None
@@ -261,21 +462,73 @@ def build_namespaces(layout: Layout, env: Mapping[str, str]) -> Namespaces:
             fds["mount" if kind == "mnt" else kind] = os.open(
                 f"/proc/{child}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC
             )
+        if not layout.network:
+            _loopback_down(fds["user"], fds["net"], env)
+        done = True
     except BaseException:
         for fd in fds.values():
             os.close(fd)
         raise
     finally:
         os.close(info_read)
+        os.close(ready_read)
         os.close(hold_write)  # the holder's read ends: it exits
-        try:
-            process.wait(_BUILD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
+        if near is None or not done:
+            if near is not None:
+                near.close()  # the spawner's socket ends: it exits
+            try:
+                process.wait(_BUILD_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stderr is not None:
+                process.stderr.close()
+    if near is not None:
+        if process.stderr is not None:  # read only while bwrap may fail; unread later
             process.stderr.close()
+        return Namespaces(layout, fds, _Spawner(process, near))
     return Namespaces(layout, fds)
+
+
+def _ready(fd: int) -> bool:
+    """Wait for the process inside to say it runs; ``False`` when bwrap failed first.
+
+    Only then are its namespaces final: bwrap reports the child's pid before it has
+    set the child up (the nested user namespace of ``--disable-userns`` comes later).
+    """
+    data = b""
+    deadline = time.monotonic() + _BUILD_TIMEOUT
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return False
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return False
+        data += chunk
+    return data == b"ready\n"
+
+
+def _loopback_down(user_fd: int, net_fd: int, env: Mapping[str, str]) -> None:
+    """Take the new network namespace's ``lo`` down (X1.1: not even 127.0.0.1)."""
+    argv = [*_SPAWNER_ARGV, "loopback-down", str(user_fd), str(net_fd)]
+    try:
+        done = subprocess.run(
+            argv,
+            pass_fds=(user_fd, net_fd),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_BUILD_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise OSError("taking the sandbox's loopback down timed out") from error
+    if done.returncode != 0:
+        text = done.stderr.decode(errors="replace").strip().splitlines()
+        raise OSError(
+            f"taking the sandbox's loopback down failed ({text[-1] if text else done.returncode})"
+        )
 
 
 def _child_pid(fd: int) -> int | None:

@@ -11,10 +11,11 @@ close) and given to commands as ``TMPDIR``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, final
@@ -23,10 +24,14 @@ import trio
 
 from penguin._errors import SandboxUnavailableError
 
-from ._linux import Namespaces, build_namespaces, probe
+from ._linux import Namespaces, SandboxedChild, _SpawnerGone, build_namespaces, probe
 from ._policy import Layout, SandboxPolicy, resolve_layout, write_denial
 
 __all__ = ["TMP_DIR_NAME", "CommandSandbox", "close_sandbox", "open_sandbox"]
+
+_HAS_PIDFD: Final = hasattr(os, "pidfd_open")
+"""Commands start through a spawner only where they can be watched without being
+penguin's children."""
 
 TMP_DIR_NAME: Final = "tmp"
 """The private temporary folder's name under the scratchpad."""
@@ -94,6 +99,36 @@ class CommandSandbox:
             executable = None
         return current.command(argv, executable, str(cwd)), None
 
+    async def start(
+        self,
+        argv: Sequence[str],
+        executable: str | None,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdio: tuple[int, int, int],
+        tty: bool,
+    ) -> SandboxedChild | None:
+        """Start ``argv`` under the policy through the layout's spawner; raise ``OSError``.
+
+        The policy is resolved first, as for :meth:`wrap`. ``stdio`` are the command's
+        stdin, stdout and stderr (the caller keeps and closes its copies). ``None``
+        when this command must enter with ``nsenter`` instead (:meth:`wrap`): the
+        sandbox enforces nothing, or the command is too large for the spawner.
+        """
+        if not self.policy.enforced:
+            await trio.lowlevel.checkpoint()
+            return None
+        for attempt in (1, 2):
+            current = await self.prepare()
+            if current.spawner is None:
+                return None
+            try:
+                return await current.spawner.start(argv, executable, str(cwd), env, stdio, tty)
+            except _SpawnerGone:  # nothing started: new namespaces, once
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
     async def prepare(self) -> Namespaces:
         """The namespaces of the layout right now, made if it changed; raise ``OSError``.
 
@@ -103,9 +138,11 @@ class CommandSandbox:
         layout = self.layout()
         async with self._lock:
             current = self._current
-            if current is None or current.key != layout.key:
+            if current is None or current.key != layout.key or not current.usable:
                 env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-                fresh = await trio.to_thread.run_sync(build_namespaces, layout, env)
+                fresh = await trio.to_thread.run_sync(
+                    functools.partial(build_namespaces, layout, env, spawner=_HAS_PIDFD)
+                )
                 if current is not None:
                     self._retired.append(current)
                 self._current = current = fresh

@@ -82,6 +82,7 @@ from ._process import (
     SpawnedProcess,
     end_process_tree,
     kill_marked,
+    launch_process,
     signal_group,
     spawn_process,
     sweep_marked,
@@ -306,13 +307,19 @@ class CommandSession:
             return None
         try:
             try:
-                if sandbox is not None:  # the command enters the sandbox's namespaces
-                    argv, executable = await sandbox.wrap(
-                        argv, executable, self.cwd, env.get("PATH")
+                spawned = None
+                if sandbox is not None:  # the sandbox's spawner starts it, in its namespaces
+                    spawned = await launch_process(
+                        sandbox, argv, cwd=self.cwd, env=env, tty=tty, executable=executable
                     )
-                spawned = await spawn_process(
-                    argv, cwd=self.cwd, env=env, tty=tty, executable=executable
-                )
+                if spawned is None:
+                    if sandbox is not None:  # it enters the sandbox's namespaces itself
+                        argv, executable = await sandbox.wrap(
+                            argv, executable, self.cwd, env.get("PATH")
+                        )
+                    spawned = await spawn_process(
+                        argv, cwd=self.cwd, env=env, tty=tty, executable=executable
+                    )
             except OSError as exc:
                 raise SpawnError(_os_error_text(exc)) from exc
             except ValueError as exc:  # an embedded NUL byte in the command, cwd or env

@@ -76,7 +76,7 @@ import termios
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final, final
+from typing import Final, Protocol, final
 
 import attrs
 import trio
@@ -97,9 +97,12 @@ __all__ = [
     "KILL_SETTLE",
     "OWNER_VARIABLE",
     "PIPE_SIZE",
+    "Launcher",
+    "RootProcess",
     "SpawnedProcess",
     "end_process_tree",
     "kill_marked",
+    "launch_process",
     "signal_group",
     "spawn_process",
     "sweep_marked",
@@ -134,13 +137,44 @@ _HAS_PIDFD: Final = hasattr(os, "pidfd_open")
 # --------------------------------------------------------------------------- spawning
 
 
+class RootProcess(Protocol):
+    """What a command's root must offer.
+
+    A :class:`trio.Process`, or one a sandbox's spawner started (not penguin's child,
+    watched through a pidfd).
+    """
+
+    @property
+    def pid(self) -> int: ...
+
+    async def wait(self) -> int:
+        """Wait for the exit, reap, return the status (``-N`` for signal N)."""
+        ...
+
+
+class Launcher(Protocol):
+    """Who starts a command instead of penguin (the sandbox's spawner)."""
+
+    async def start(
+        self,
+        argv: Sequence[str],
+        executable: str | None,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdio: tuple[int, int, int],
+        tty: bool,
+    ) -> RootProcess | None:
+        """Start ``argv`` as a session leader on ``stdio``; ``None``: start it yourself."""
+        ...
+
+
 @final
 @attrs.define(eq=False)
 class SpawnedProcess:
     """A started command: the root process, its group and its streams."""
 
-    process: trio.Process
-    """The root (``bash -c ...``) as a Trio process; ``wait()`` reaps it."""
+    process: RootProcess
+    """The root (``bash -c ...``), a Trio process or a sandboxed one; ``wait()`` reaps it."""
     pgid: int
     """Its process group (equal to its pid: it leads a new session)."""
     output: trio.lowlevel.FdStream
@@ -180,8 +214,7 @@ async def spawn_process(
     given (``None``: ``argv[0]`` is the file).
     """
     if tty:
-        master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", _TTY_ROWS, _TTY_COLUMNS, 0, 0))
+        master, slave = _open_pty()
         try:
             process = await trio.lowlevel.open_process(
                 list(argv),
@@ -210,9 +243,7 @@ async def spawn_process(
             root_started=start_of(process.pid),
         )
 
-    read_end, write_end = os.pipe()
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(read_end, _F_SETPIPE_SZ, PIPE_SIZE)
+    read_end, write_end = _output_pipe()
     try:
         process = await trio.lowlevel.open_process(
             list(argv),
@@ -241,6 +272,77 @@ async def spawn_process(
     )
 
 
+def _open_pty() -> tuple[int, int]:
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", _TTY_ROWS, _TTY_COLUMNS, 0, 0))
+    return master, slave
+
+
+def _output_pipe() -> tuple[int, int]:
+    read_end, write_end = os.pipe()
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(read_end, _F_SETPIPE_SZ, PIPE_SIZE)
+    return read_end, write_end
+
+
+async def launch_process(
+    launcher: Launcher,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    tty: bool,
+    executable: str | None = None,
+) -> SpawnedProcess | None:
+    """:func:`spawn_process` through ``launcher``; ``None`` when it declined to start it.
+
+    The command gets the same streams, session and group as from :func:`spawn_process`.
+    """
+    if tty:
+        master, slave = _open_pty()
+        try:
+            root = await launcher.start(argv, executable, cwd, env, (slave, slave, slave), True)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        if root is None:
+            os.close(master)
+            return None
+        return _spawned(root, master, os.dup(master), tty=True)
+    read_end, write_end = _output_pipe()
+    stdin_read, stdin_write = os.pipe()
+    try:
+        root = await launcher.start(
+            argv, executable, cwd, env, (stdin_read, write_end, write_end), False
+        )
+    except BaseException:
+        os.close(read_end)
+        os.close(stdin_write)
+        raise
+    finally:
+        os.close(write_end)
+        os.close(stdin_read)
+    if root is None:
+        os.close(read_end)
+        os.close(stdin_write)
+        return None
+    return _spawned(root, read_end, stdin_write, tty=False)
+
+
+def _spawned(root: RootProcess, output: int, stdin: int, *, tty: bool) -> SpawnedProcess:
+    return SpawnedProcess(
+        process=root,
+        pgid=root.pid,
+        output=trio.lowlevel.FdStream(output),
+        stdin=trio.lowlevel.FdStream(stdin),
+        tty=tty,
+        started_at=time.time(),
+        root_started=start_of(root.pid),
+    )
+
+
 def signal_group(pgid: int, signum: int) -> bool:
     """Send ``signum`` to the group ``pgid``; ``False`` when the group no longer exists.
 
@@ -258,7 +360,7 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-async def wait_exited(process: trio.Process) -> None:
+async def wait_exited(process: RootProcess) -> None:
     """Wait until ``process`` has exited, without reaping it.
 
     The leader of a group stays a zombie until someone reaps it (``process.wait()``),

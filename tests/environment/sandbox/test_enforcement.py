@@ -296,3 +296,32 @@ async def test_x3_1_sdk_refuses_when_the_kernel_cannot(
         "use --sandbox off to run without it"
     )
     assert isinstance(caught.value, penguin.PenguinError)
+
+
+LOOPBACK_PROBE = (
+    "import socket\n"
+    "for name, act in (('bind', lambda s: s.bind(('127.0.0.1', 0))),\n"
+    "                  ('connect', lambda s: s.connect(('127.0.0.1', 9)))):\n"
+    "    s = socket.socket(); s.settimeout(5)\n"
+    "    try:\n"
+    "        act(s); print(name, 'ok')\n"
+    "    except OSError as e:\n"
+    "        print(name, e.strerror)\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["workspace-write", "off"])
+async def test_x1_1_network_off_leaves_no_loopback_either(workspace: Path, mode: str) -> None:
+    (workspace / "probe.py").write_text(LOOPBACK_PROBE)
+    async with sandboxed(workspace, mode, network=False) as env:
+        out = await sh(env, "python3 probe.py")
+    # No address at all: nothing can listen on 127.0.0.1, and a connect fails at once.
+    assert out == "bind Cannot assign requested address\nconnect Network is unreachable\n"
+
+
+async def test_x1_1_network_on_keeps_the_loopback(workspace: Path) -> None:
+    (workspace / "probe.py").write_text(LOOPBACK_PROBE)
+    async with sandboxed(workspace, network=True) as env:
+        out = await sh(env, "python3 probe.py")
+    assert out.startswith("bind ok\nconnect ")
+    assert "unreachable" not in out
