@@ -49,6 +49,7 @@ import trio
 
 import penguin
 from penguin import protocol as om
+from penguin.environment.sandbox import _spawner
 from penguin.environment.supervisor._watchdog import host_watchdog
 
 MB: Final = 1_000_000
@@ -105,8 +106,8 @@ def _is_spawner(process: psutil.Process) -> bool:
         argv = process.cmdline()
     except psutil.Error:
         return False
-    bwrap = bool(argv) and argv[0].endswith("/bwrap")
-    return bwrap or (len(argv) >= 2 and argv[-2].endswith("/_spawner.py"))
+    # bwrap's own argv ends with the spawner's (path, socket fd), as the spawner's does
+    return len(argv) >= 2 and argv[-2] == _spawner.__file__
 
 
 SANDBOX: penguin.SandboxPolicy | None = None
@@ -357,8 +358,12 @@ async def bench_churn(workdir: Path, commands: int) -> None:
         f"    children       baseline {children_before}   peak {peak_children}   "
         f"drained {len(alive_inside)} alive   closed {children_after}"
     )
-    ok = fds_after == fds_before and children_after == children_before and not alive_inside
-    ok = ok and reports == commands
+    ok = (
+        reports == commands
+        and fds_after == fds_before
+        and children_after == children_before
+        and not alive_inside
+    )
     print(
         f"    {_verdict(ok)} target: every report once, back to the baseline, "
         "nothing alive after the reports"
