@@ -49,6 +49,7 @@ import trio
 
 import penguin
 from penguin import protocol as om
+from penguin.environment._closeout import NO_OUTPUT
 from penguin.environment.sandbox import _spawner
 from penguin.environment.supervisor._watchdog import host_watchdog
 
@@ -259,7 +260,9 @@ async def bench_sessions(workdir: Path, sessions: int, seconds: float) -> None:
                 out = await env.call_tool(poll)
                 polls += 1
                 text, note, _ = out.payload.output.partition("[process still running")
-                streams[process_id] += text.removesuffix("\n") if note else text
+                if not note and text == NO_OUTPUT:  # the exit, its output all in the report
+                    text = ""
+                streams[process_id] += text.removesuffix("\n") if note else text  # the note's "\n"
                 if not note:
                     return
 
