@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import trio
-from playwright.sync_api import Page, expect
+from playwright.sync_api import APIResponse, Page, Route, expect
 
 from penguin import config as cfg
 from penguin import protocol as om
@@ -157,6 +158,49 @@ def test_18_5_steering_is_shown_as_the_users_words(
         page.reload()
     sent = [m for m in model.requests[-1]["messages"] if m.get("role") == "user"]
     assert "[user_steering]" in json.dumps(sent)  # the model still gets the marker
+
+
+TASKS = re.compile(r"/api/sessions/[^/]+/tasks$")
+
+
+@needs_chromium
+def test_18_5_words_typed_while_the_task_is_being_sent_are_kept(
+    site: ThreadedServer, watched: Watched, model: ScriptedModel
+) -> None:
+    # The stream may say "running" before the POST that started the task has answered;
+    # what the user types in between is theirs (it was once cleared with the sent task,
+    # and the steer that followed went out empty: the CI failure of this file's
+    # steering test under load).
+    page = watched.page
+    release = trio.Event()
+    task = model.script(
+        "Work a while.", gated(release, calls(exec_command("echo working"))), say("Noted.")
+    )
+    held: list[tuple[Route, APIResponse]] = []
+
+    def hold_the_answer(route: Route) -> None:
+        held.append((route, route.fetch()))  # the server has it; the page waits
+
+    page.route(TASKS, hold_the_answer)
+    create_session(site, title="Typed ahead")
+    open_session(page, site, "Typed ahead")
+    send(page, task)
+    expect(page.locator("#composer-send")).to_have_text("Steer")  # from the stream
+    deadline = time.monotonic() + 20
+    while not held:  # playwright delivers the route while it waits
+        assert time.monotonic() < deadline, "the page did not send the task"
+        page.wait_for_timeout(20)
+    page.fill("#composer-input", "Also check the README.")
+    ((route, answer),) = held
+    route.fulfill(response=answer)
+    expect(page.locator("#composer-send")).to_be_enabled()
+    expect(page.locator("#composer-input")).to_have_value("Also check the README.")
+    page.press("#composer-input", "Enter")
+    expect(page.locator("#toast")).to_contain_text("after its current turn")
+    expect(page.locator("#composer-input")).to_have_value("")
+    site.run_sync(release.set)
+    steering = page.locator(".turn.user.steering")
+    expect(steering.locator(".body")).to_have_text("Also check the README.")
 
 
 @needs_chromium

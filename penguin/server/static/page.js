@@ -1197,7 +1197,8 @@ async function send(event) {
       await api("POST", `${base}/tasks`, { input: [{ type: "text", text }] });
       if (!selected.info.title) refreshSessions(); // it is named after its first task now
     }
-    input.value = "";
+    // Only what was sent is cleared: words typed while the request was on its way stay.
+    if (input.value === text) input.value = "";
     growComposer();
     follow();
   } catch (error) {
