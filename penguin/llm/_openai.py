@@ -51,7 +51,7 @@ import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Final, Self, final
+from typing import Any, Final, Protocol, Self, final
 
 import attrs
 import httpx
@@ -69,6 +69,7 @@ from ._chat_stream import (
 )
 from ._errors import LLMStreamError
 from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
+from ._lean import LeanLease, lean_origin
 from ._response import Emit, open_response
 from ._sse import SSEParser
 from ._transport import shared_transport
@@ -76,9 +77,9 @@ from ._transport import shared_transport
 __all__ = ["OpenAIChatLLM"]
 
 _MAX_ERROR_BODY: Final = 64 * 1024
+"""How much of an error response is read for its message."""
 _DRAIN_GRACE: Final = 0.5
 """Seconds to wait for the end of the body after ``[DONE]`` (to reuse the connection)."""
-"""How much of an error response is read for its message."""
 _TOOL_LISTS_KEPT: Final = 8
 """Encoded tool lists a client keeps (most recently used first)."""
 _TOOLS_PLACEHOLDER: Final = f"\0penguin-tools-{secrets.token_hex(8)}\0"
@@ -139,16 +140,23 @@ class OpenAIChatLLM:
         }
         if api_key:
             request_headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.AsyncClient(
-            headers=request_headers,
-            transport=shared_transport(),
-            timeout=httpx.Timeout(
-                connect=connect_timeout,
-                read=read_timeout,
-                write=connect_timeout,
-                pool=connect_timeout,
-            ),
-        )
+        origin = lean_origin(self._base_url)
+        self._lean: LeanLease | None = None
+        self._client: httpx.AsyncClient | None = None
+        if origin is not None:  # plain http, no proxy: h11 on the run's lean pool
+            self._lean = LeanLease(origin, list(request_headers.items()))
+            self._lean_path = origin.path + "/chat/completions"
+        else:
+            self._client = httpx.AsyncClient(
+                headers=request_headers,
+                transport=shared_transport(),
+                timeout=httpx.Timeout(
+                    connect=connect_timeout,
+                    read=read_timeout,
+                    write=connect_timeout,
+                    pool=connect_timeout,
+                ),
+            )
         self._issued_ids: set[str] = set()
         self._tools_json: list[tuple[tuple[om.ToolDefinition, ...], bytes]] = []
 
@@ -164,7 +172,11 @@ class OpenAIChatLLM:
 
     async def aclose(self) -> None:
         """Close the connection pool; the client cannot be used afterwards."""
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+        if self._lean is not None:
+            self._lean.aclose()
+            await trio.lowlevel.checkpoint()
 
     async def __aenter__(self) -> Self:
         return self
@@ -264,7 +276,7 @@ class OpenAIChatLLM:
     ) -> None:
         in_body = False
         try:
-            async with self._client.stream("POST", self._url, content=content) as response:
+            async with self._post(content) as response:
                 if not response.is_success:
                     raise LLMStreamError(
                         status_stop_reason(response.status_code),
@@ -320,6 +332,40 @@ class OpenAIChatLLM:
         except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise LLMStreamError("failed", f"{type(error).__name__}: {error}") from None
 
+    @asynccontextmanager
+    async def _post(self, content: bytes) -> AsyncIterator[_Response]:
+        """The response to a POST of ``content``, its body not read yet."""
+        if self._lean is not None:
+            response = await self._lean.post(
+                self._lean_path,
+                content,
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                write_timeout=self._connect_timeout,
+            )
+            try:
+                yield response
+            finally:
+                response.aclose()
+        else:
+            assert self._client is not None
+            async with self._client.stream("POST", self._url, content=content) as streamed:
+                yield streamed
+
+
+class _Response(Protocol):
+    """What the exchange reads of a response: httpx's or the lean exchange's."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def reason_phrase(self) -> str: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def is_success(self) -> bool: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
 
 def _os_reason(error: BaseException) -> str:
     """The system's words for why a connection failed: ``Connection refused``, ...
@@ -365,7 +411,7 @@ async def _unwind(chunks: AsyncIterator[bytes]) -> None:
             pass
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
+async def _read_capped(response: _Response) -> bytes:
     """The start of an error body; what arrived before a read failed is enough."""
     parts: list[bytes] = []
     size = 0
