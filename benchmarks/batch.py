@@ -14,7 +14,9 @@ b. ``--tasks`` tasks (1,000) at ``--concurrency`` 64 on the local backend, every
    task — this process's own CPU time (the tools' processes are counted apart) —, peak
    RSS, the most file descriptors open at once, and how many results the file holds.
    Targets (issue 20): CPU per task <= 12 ms; with ``--tasks 10000 --concurrency 256``
-   every result written, peak RSS < 1 GiB, fds bounded by the concurrency;
+   every result written, peak RSS < 1 GiB, fds bounded by the concurrency. Beside it,
+   the model process's CPU per task, and what that and the tools' CPU leave as the most
+   any number of processes could run on this machine's cores (the ceiling of (c), (d));
 c. the same tasks with ``--workers 2`` on the local backend (two worker processes):
    start-up apart, throughput after it against (b)'s (target: >= 1.7 x on 2 cores);
 d. ``--ray-tasks`` tasks (1,000) on the Ray backend with 2 local workers: its start-up
@@ -42,6 +44,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Final
 
+import psutil
 import trio
 
 from penguin import batch
@@ -304,7 +307,7 @@ def main() -> None:
             home.mkdir()
             env = None if args.real_home else {**os.environ, "HOME": str(home)}
             _login_probe(home)
-            _report(args, root, env)
+            _report(args, root, env, psutil.Process(server.pid))
         finally:
             if server.stdin is not None:
                 server.stdin.close()
@@ -329,11 +332,20 @@ def _login_probe(home: Path) -> None:
     )
 
 
-def _report(args: argparse.Namespace, root: Path, env: dict[str, str] | None) -> None:
+def _cpu_of(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def _report(
+    args: argparse.Namespace, root: Path, env: dict[str, str] | None, model: psutil.Process
+) -> None:
     print(f"{args.tasks:,} scripted tasks of {args.calls} tool calls each (load before: {_load()})")
     sequential = _spawn_part("sequential", root, args.sequential, 1, env)
     print(_row("(a) one after another", args.sequential, sequential))
+    model_cpu = _cpu_of(model)
     local = _spawn_part("local", root, args.tasks, args.concurrency, env)
+    model_ms = 1000 * (_cpu_of(model) - model_cpu) / args.tasks
     print(_row(f"(b) concurrency {args.concurrency}", args.tasks, local))
     local_rate = args.tasks / local["wall"]
     gain = local_rate / (args.sequential / sequential["wall"])
@@ -355,7 +367,17 @@ def _report(args: argparse.Namespace, root: Path, env: dict[str, str] | None) ->
         "    (CPU is the penguin process's own; 'tools' is that of the processes it ran: each\n"
         "     session's login shell and its commands; RSS is each part's own interpreter)"
     )
+    tools_ms = 1000 * local["tools_cpu"] / args.tasks
+    whole = cpu + tools_ms + model_ms
+    cores = os.cpu_count() or 1
     local_after = args.tasks / max(local["wall"] - local["first_start"], 1e-9)
+    most = 1000 * cores / whole
+    print(
+        f"    the model's process    {model_ms:5.1f} ms CPU per task, so a task costs the machine"
+        f" {whole:.1f} ms of CPU in all:\n"
+        f"    {cores} cores run at most {most:.1f} tasks/s = {most / local_after:4.2f} x (b)'s"
+        f" {local_after:.1f}, however many processes share the work"
+    )
     print()
     print(f"(c) {args.tasks:,} tasks on the local backend with --workers 2 (worker processes)")
     procs = _spawn_part("processes", root, args.tasks, args.concurrency, env)

@@ -1,8 +1,11 @@
 r"""``penguin server`` under load, beside the same work done in-process through ``Session.run``.
 
 Run it with ``python -m benchmarks.server`` (``--quick`` for a smaller run). One local
-OpenAI-compatible model (``penguin.llm.testing``) in this process answers both sides;
-each side runs in a process of its own, so their peak RSS can be read (``VmHWM``):
+OpenAI-compatible model (``penguin.llm.testing``), in a process of its own so that its
+CPU is neither side's nor the client's, answers both sides; each side runs in a process
+of its own, so their peak RSS can be read (``VmHWM``). Both sides' sessions run under
+the same sandbox, ``--sandbox`` (default ``workspace-write``, the server's own default;
+``off`` for none):
 
 a. 64 sessions at once, each a scripted task of 10 ``exec_command`` calls under
    ``always-ask``. Server: a real ``penguin server`` process; for every session a client
@@ -88,6 +91,13 @@ def model_handler(calls: int, burst: int) -> Callable[[t.ReceivedRequest], t.Rep
     return handler
 
 
+async def serve_model(calls: int, burst: int) -> None:
+    """The model's process: print its URL, serve until stdin is closed."""
+    async with t.serve_openai_compatible(model_handler(calls, burst)) as server:
+        print(server.base_url, flush=True)
+        await trio.to_thread.run_sync(sys.stdin.read)
+
+
 def configure(root: Path, base_url: str) -> None:
     paths = cfg.AgentPaths(root)
     entry = cfg.ModelEntry(provider="local", model_id="bench", base_url=base_url, api_key="k")
@@ -118,15 +128,16 @@ def percentile(samples: list[float], q: int) -> float:
 # --------------------------------------------------------------------------- the baseline
 
 
-async def worker(root: Path, sessions: int, burst: int) -> dict[str, float]:
+async def worker(root: Path, sessions: int, burst: int, mode: str) -> dict[str, float]:
     """The baseline, in its own process: the same sessions through ``Session.run``."""
     agent = penguin.Agent.open(root)
+    sandbox = None if mode == "off" else penguin.SandboxPolicy(mode)
 
     async def allow(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
         return "allow"
 
     async def one() -> None:
-        async with agent.session() as session:
+        async with agent.session(sandbox=sandbox) as session:
             approve = approver_for_mode(
                 "always-ask", ask=allow, permission=session.environment.tool_permission
             )
@@ -150,7 +161,7 @@ async def worker(root: Path, sessions: int, burst: int) -> dict[str, float]:
     return {"wall": wall, "rate": rate, "events": count, "rss": peak_rss()}
 
 
-async def run_worker(root: Path, sessions: int, burst: int) -> dict[str, float]:
+async def run_worker(root: Path, sessions: int, burst: int, mode: str) -> dict[str, float]:
     done = await trio.run_process(
         [
             sys.executable,
@@ -160,6 +171,7 @@ async def run_worker(root: Path, sessions: int, burst: int) -> dict[str, float]:
             str(root),
             str(sessions),
             str(burst),
+            mode,
         ],
         capture_stdout=True,
         capture_stderr=True,
@@ -214,11 +226,11 @@ async def frames_of(client: httpx.AsyncClient, sid: str) -> AsyncIterator[Frames
             await frames.aclose()
 
 
-async def drive_session(client: httpx.AsyncClient, round_trips: list[float]) -> None:
+async def drive_session(client: httpx.AsyncClient, round_trips: list[float], mode: str) -> None:
     """One session of (a): create, run, approve every call from the stream."""
     created = await client.post(
         "/api/projects/default_project/agents/default_agent/sessions",
-        json={"approvalMode": "always-ask"},
+        json={"approvalMode": "always-ask", "sandboxMode": mode},
     )
     sid = created.json()["session"]["sessionId"]
     asked: dict[str, float] = {}
@@ -284,7 +296,7 @@ async def fan_out(client: httpx.AsyncClient, subscribers: int) -> tuple[int, flo
     return sum(counts), time.perf_counter() - began[0]
 
 
-async def run_server(root: Path, sessions: int, subscribers: int) -> dict[str, Any]:
+async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> dict[str, Any]:
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "penguin", "server", "--port", "0", "--root", str(root)],
         stdout=subprocess.PIPE,
@@ -303,7 +315,7 @@ async def run_server(root: Path, sessions: int, subscribers: int) -> dict[str, A
             base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120, limits=limits
         ) as client:
             alone: list[float] = []
-            await drive_session(client, alone)  # also warms the server up
+            await drive_session(client, alone, mode)  # also warms the server up
             loaded: list[float] = []
             server_cpu = _cpu(process.pid)
             client_cpu = time.process_time()
@@ -311,7 +323,7 @@ async def run_server(root: Path, sessions: int, subscribers: int) -> dict[str, A
             with trio.fail_after(600):
                 async with trio.open_nursery() as nursery:
                     for _ in range(sessions):
-                        nursery.start_soon(drive_session, client, loaded)
+                        nursery.start_soon(drive_session, client, loaded, mode)
             figures["wall"] = time.perf_counter() - start
             figures["server_cpu"] = _cpu(process.pid) - server_cpu
             figures["client_cpu"] = time.process_time() - client_cpu
@@ -334,19 +346,38 @@ def _verdict(ok: bool) -> str:
     return "ok  " if ok else "MISS"
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, mode: str) -> None:
     sessions, calls, subscribers, burst = (16, 10, 10, 5_000) if quick else (64, 10, 10, 20_000)
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
         os.environ["HOME"] = str(home)  # login shells read no profile, on both sides
-        async with t.serve_openai_compatible(model_handler(calls, burst)) as model:
+        model = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "benchmarks.server", "--model", str(calls), str(burst)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert model.stdout is not None
+            line = b""
+            with trio.fail_after(60):
+                while not line.endswith(b"\n"):
+                    line += await model.stdout.receive_some(4096)
+            base_url = line.decode().strip()
             base_root, server_root = Path(tmp) / "baseline", Path(tmp) / "server"
-            configure(base_root, model.base_url)
-            configure(server_root, model.base_url)
-            print(f"penguin server benchmark: {sessions} sessions x {calls} exec_command calls")
-            baseline = await run_worker(base_root, sessions, burst)
-            server = await run_server(server_root, sessions, subscribers)
+            configure(base_root, base_url)
+            configure(server_root, base_url)
+            print(
+                f"penguin server benchmark: {sessions} sessions x {calls} exec_command calls,"
+                f" sandbox {mode} (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
+            )
+            baseline = await run_worker(base_root, sessions, burst, mode)
+            server = await run_server(server_root, sessions, subscribers, mode)
+        finally:
+            assert model.stdin is not None
+            await model.stdin.aclose()  # the model's process ends when its stdin does
+            with trio.fail_after(30):
+                await model.wait()
     ratio = server["wall"] / baseline["wall"]
     loaded, alone = server["loaded"], server["alone"]
     p50, p99 = statistics.median(loaded) * 1000, percentile(loaded, 99) * 1000
@@ -364,7 +395,8 @@ async def main(quick: bool) -> None:
     )
     busy = server["server_cpu"] / server["wall"], server["client_cpu"] / server["wall"]
     print(
-        f"    CPU during (a): server {busy[0]:4.0%} of a core, this client + model {busy[1]:4.0%}"
+        f"    CPU during (a): server {busy[0]:4.0%} of a core, this client {busy[1]:4.0%}"
+        f" (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
     )
     print(f"    approval round trip, alone     p50 {a50:6.2f} ms  p99 {a99:6.2f} ms")
     rss, base_rss = server["rss"] / MB, baseline["rss"] / MB
@@ -387,11 +419,20 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="16 sessions, a 5,000-chunk burst")
     parser.add_argument(
-        "--worker", nargs=3, metavar=("ROOT", "SESSIONS", "BURST"), help=argparse.SUPPRESS
+        "--sandbox",
+        choices=("workspace-write", "read-only", "off"),
+        default="workspace-write",
+        help="both sides' sessions' sandbox (default: workspace-write, the server's default)",
     )
+    parser.add_argument(
+        "--worker", nargs=4, metavar=("ROOT", "SESSIONS", "BURST", "MODE"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--model", nargs=2, metavar=("CALLS", "BURST"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    if arguments.worker:
-        root, count, size = arguments.worker
-        print(json.dumps(trio.run(worker, Path(root), int(count), int(size))))
+    if arguments.model:
+        trio.run(serve_model, int(arguments.model[0]), int(arguments.model[1]))
+    elif arguments.worker:
+        root, count, size, mode = arguments.worker
+        print(json.dumps(trio.run(worker, Path(root), int(count), int(size), mode)))
     else:
-        trio.run(main, arguments.quick)
+        trio.run(main, arguments.quick, arguments.sandbox)
