@@ -299,8 +299,11 @@ class LeanLease:
                     await connection.stream.send_all(data)
             except trio.TooSlowError:
                 raise httpx.WriteTimeout("") from None
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
-                raise httpx.WriteError(str(error)) from error
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                # A server may answer (413, say) and close before it has read the whole
+                # request: its answer is read as httpcore reads it; if there is none,
+                # the read says why.
+                pass
             while True:
                 event = await _next_event(connection, read_timeout)
                 if isinstance(event, h11.Response):

@@ -173,6 +173,40 @@ async def test_both_paths_say_a_refused_connection_the_same(
     assert lean[1].unreachable
 
 
+# httpx's side leaves its request-body iterator suspended when the write fails (its own
+# async generator, collected later); that is httpx's, not what this test is about.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_an_answer_before_the_whole_request_is_read_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def refuse_early(stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await stream.receive_some(65536)
+        body = b'{"error": {"message": "request too large"}}'
+        head = f"HTTP/1.1 413 Payload Too Large\r\nContent-Length: {len(body)}\r\n\r\n"
+        await stream.send_all(head.encode() + body)
+        # Then gone with the rest of the request unread (a reset, on Linux).
+
+    big = LLMRequest(system_prompt="", messages=(om.user_text("x" * 8_000_000),), tools=())
+    outcomes = []
+    async with raw_server(refuse_early) as base_url:
+        for lean in (True, False):
+            with monkeypatch.context() as patch:
+                if not lean:
+                    patch.setattr(_openai, "lean_origin", lambda base_url: None)
+                llm = OpenAIChatLLM(base_url=base_url, model_id="m")
+            async with llm, llm.stream(big) as response:
+                async for _ in response:
+                    pass
+            outcomes.append(response.outcome)
+    assert outcomes[0] == outcomes[1]
+    assert (outcomes[0].status, outcomes[0].error_message) == (
+        "failed",
+        "413 Payload Too Large: request too large",
+    )
+
+
 # --------------------------------------------------------------------------- the bytes
 
 
