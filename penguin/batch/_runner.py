@@ -20,7 +20,8 @@ Whatever goes wrong with one task (a missing template, a workspace that is not a
 directory, no such model) is that task's ``error`` result; the batch goes on.
 
 The batch's sessions share one model client per model (its connections are the Trio
-run's pool, ``penguin.llm``'s shared transport), instead of opening a client each.
+run's pool, ``penguin.llm``'s shared transport), instead of opening a client each, and
+Python's collector runs at :func:`~penguin._gc.many_sessions_gc`'s pace while they run.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import trio
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single
+from penguin._gc import many_sessions_gc
 from penguin._log import warn
 from penguin.agent import Agent
 from penguin.approval import ApprovalMode, approver
@@ -173,7 +175,7 @@ async def run_tasks(
                 limiter.release_on_behalf_of(slot)
             await emit(result)
 
-        with collapse_single():
+        with collapse_single(), many_sessions_gc():
             async with trio.open_nursery() as nursery:
                 for task in tasks:  # slots are taken in file order, one task at a time
                     slot = object()

@@ -37,6 +37,7 @@ from hypercorn.trio import serve
 from penguin import _log
 from penguin import config as cfg
 from penguin._concurrency import collapse_single
+from penguin._gc import many_sessions_gc
 
 from ._app import build_router
 from ._asgi import CONTENT_SECURITY_POLICY, Guard, application
@@ -201,7 +202,7 @@ async def open_server(options: ServerOptions = ServerOptions()) -> AsyncIterator
         logger.warning(
             "penguin server: --allow-host is used only with a wildcard --host (0.0.0.0 or ::)"
         )
-    with collapse_single():
+    with collapse_single(), many_sessions_gc():
         async with (
             ServerSessions.open(
                 options.root, grace=options.grace, idle_close=options.idle_close

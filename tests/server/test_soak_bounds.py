@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,17 +23,28 @@ import pytest
 import trio
 import trio.testing
 
+from penguin._gc import MANY_SESSIONS_THRESHOLD
 from penguin.agent import Session, SessionHolder
 from penguin.environment import Environment
 from penguin.llm import testing as t
-from penguin.server import RunningServer
+from penguin.server import RunningServer, ServerOptions, open_server
 from penguin.server._approvals import ApprovalRegistry, PendingApproval
 from penguin.server._channel import EventChannel, Subscriber
 from penguin.server._live import Live
 from penguin.server._memory import MemoryTrim, malloc_trim, trim_in_thread
 from tests.environment.processes import wait_until
 
-from .support import SESSIONS, ScriptedModel, calls, create_session, exec_command, open_stream, say
+from .support import (
+    AUTH,
+    SESSIONS,
+    TOKEN,
+    ScriptedModel,
+    calls,
+    create_session,
+    exec_command,
+    open_stream,
+    say,
+)
 
 PER_SESSION = (Live, SessionHolder, EventChannel, Subscriber, ApprovalRegistry, PendingApproval)
 OPEN = (Session, Environment)
@@ -194,3 +206,22 @@ async def test_21_5_the_real_trim_runs_in_a_worker_thread() -> None:
     del garbage
     with trio.fail_after(10):
         await trim_in_thread()
+
+
+async def test_20_1_the_server_collects_young_objects_less_often_while_it_serves(
+    root: Path,
+) -> None:
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        async with (
+            open_server(ServerOptions(port=0, root=root, token=TOKEN, grace=5.0)) as server,
+            httpx.AsyncClient(base_url=server.base_url, headers=AUTH, timeout=30) as client,
+        ):
+            assert gc.get_threshold() == (MANY_SESSIONS_THRESHOLD, 10, 10)
+            sid = (await create_session(client, approvalMode="always-ask"))["sessionId"]
+            await one_task(client, sid, "approve")  # two approved commands, then Done.
+            assert gc.get_threshold()[0] == MANY_SESSIONS_THRESHOLD
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
