@@ -38,6 +38,8 @@ import h11
 import httpx
 import trio
 
+from ._transport import RunPoolLease
+
 __all__ = ["LeanLease", "LeanOrigin", "LeanResponse", "lean_origin"]
 
 KEEPALIVE_EXPIRY: Final = 5.0
@@ -146,7 +148,7 @@ class _Pool:
                 connection.close()
 
 
-_POOL: Final = trio.lowlevel.RunVar[_Pool]("penguin_llm_lean_pool")
+_POOL: Final = trio.lowlevel.RunVar[_Pool | None]("penguin_llm_lean_pool", default=None)
 
 
 @final
@@ -254,24 +256,7 @@ class LeanLease:
             (b"User-Agent", _USER_AGENT.encode("ascii")),
             *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers),
         ]
-        self._pool: _Pool | None = None
-        self._closed = False
-
-    def _lease(self) -> _Pool:
-        if self._closed:
-            raise RuntimeError("the model client is closed")
-        pool = self._pool
-        if pool is None:
-            try:
-                pool = _POOL.get()
-            except LookupError:
-                pool = None
-            if pool is None or pool.closed:
-                pool = _Pool()
-                _POOL.set(pool)
-            pool.leases += 1
-            self._pool = pool
-        return pool
+        self._lease = RunPoolLease(_POOL, _Pool)
 
     async def post(
         self,
@@ -283,7 +268,7 @@ class LeanLease:
         write_timeout: float,
     ) -> LeanResponse:
         """Send a POST of ``content`` to ``path`` and read the response's head."""
-        pool = self._lease()
+        pool = self._lease.pool()
         connection = pool.take(self._key)
         if connection is None:
             connection = await self._connect(connect_timeout)
@@ -326,10 +311,6 @@ class LeanLease:
 
     def aclose(self) -> None:
         """Give the lease back; the last one closes the run's idle connections."""
-        self._closed = True
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        pool.leases -= 1
-        if pool.leases == 0:
-            pool.close()
+        last = self._lease.give_back()
+        if last is not None:
+            last.close()

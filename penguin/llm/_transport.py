@@ -14,6 +14,9 @@ What this module owns:
   is a list of small ``httpx.AsyncHTTPTransport`` s instead; a request goes to the
   least busy shard with room, and a new shard opens when all are full. A connection a
   server closed while idle is still noticed (by its shard's poll) before it is used.
+- **The lease of a per-run pool** (:class:`RunPoolLease`), the counting both this pool
+  and the lean exchange's (``_lean``) use: get-or-open the run's pool at first use,
+  one lease per client, the last lease given back closes it.
 - **One TLS context per process** (:func:`_tls_context`), made the way httpx makes its
   default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured) on first use, not per client.
 
@@ -24,13 +27,13 @@ What it does not own: requests, timeouts, headers and error classification
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
-from typing import Final, final
+from collections.abc import AsyncIterator, Callable
+from typing import Final, Generic, Protocol, TypeVar, final
 
 import httpx
 import trio
 
-__all__ = ["SHARD_CONNECTIONS", "ClientTransport", "shared_transport"]
+__all__ = ["SHARD_CONNECTIONS", "ClientTransport", "LeasedPool", "RunPoolLease", "shared_transport"]
 
 SHARD_CONNECTIONS: Final = 8
 """Requests in flight (and idle connections kept) per shard of the pool."""
@@ -38,6 +41,57 @@ KEEPALIVE_EXPIRY: Final = 5.0
 """Seconds an idle connection is kept (httpx's default)."""
 
 _TLS: list[ssl.SSLContext] = []
+
+
+class LeasedPool(Protocol):
+    """What :class:`RunPoolLease` counts on: the leases held, and whether it closed."""
+
+    leases: int
+    closed: bool
+
+
+P = TypeVar("P", bound=LeasedPool)
+
+
+@final
+class RunPoolLease(Generic[P]):
+    """One client's lease of the pool its Trio run shares (kept in ``var``, default None).
+
+    :meth:`pool` takes the lease at first use, inside the run (so the client may be
+    built outside it), opening the run's pool with ``make`` when there is none or the
+    last one closed. :meth:`give_back` returns the pool when this was its last lease,
+    for the caller to close (mark it ``closed`` too: the run's next lease then opens a
+    new one); after it, :meth:`pool` raises.
+    """
+
+    __slots__ = ("_closed", "_make", "_pool", "_var")
+
+    def __init__(self, var: trio.lowlevel.RunVar[P | None], make: Callable[[], P]) -> None:
+        self._var = var
+        self._make = make
+        self._pool: P | None = None
+        self._closed = False
+
+    def pool(self) -> P:
+        if self._closed:
+            raise RuntimeError("the model client is closed")
+        pool = self._pool
+        if pool is None:
+            pool = self._var.get()
+            if pool is None or pool.closed:
+                pool = self._make()
+                self._var.set(pool)
+            pool.leases += 1
+            self._pool = pool
+        return pool
+
+    def give_back(self) -> P | None:
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return None
+        pool.leases -= 1
+        return pool if pool.leases == 0 else None
 
 
 def _tls_context() -> ssl.SSLContext:
@@ -119,7 +173,7 @@ class _Pool:
                 await shard.transport.aclose()
 
 
-_POOL: Final = trio.lowlevel.RunVar[_Pool]("penguin_llm_pool")
+_POOL: Final = trio.lowlevel.RunVar[_Pool | None]("penguin_llm_pool", default=None)
 
 
 @final
@@ -131,33 +185,15 @@ class ClientTransport(httpx.AsyncBaseTransport):
     """
 
     def __init__(self) -> None:
-        self._pool: _Pool | None = None
-        self._closed = False
+        self._lease = RunPoolLease(_POOL, _Pool)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._closed:
-            raise RuntimeError("the model client is closed")
-        pool = self._pool
-        if pool is None:
-            try:
-                pool = _POOL.get()
-            except LookupError:
-                pool = None
-            if pool is None or pool.closed:
-                pool = _Pool()
-                _POOL.set(pool)
-            pool.leases += 1
-            self._pool = pool
-        return await pool.send(request)
+        return await self._lease.pool().send(request)
 
     async def aclose(self) -> None:
-        self._closed = True
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        pool.leases -= 1
-        if pool.leases == 0:
-            await pool.aclose()
+        last = self._lease.give_back()
+        if last is not None:
+            await last.aclose()
 
 
 def shared_transport() -> ClientTransport:
