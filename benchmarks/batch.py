@@ -41,6 +41,8 @@ import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -288,15 +290,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as scratch:
         root = Path(scratch) / "root"
-        server = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.batch", "--serve", "--calls", str(args.calls)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            base_url = server.stdout.readline().strip()
+        with serve_model(args.calls) as (base_url, server):
             paths = cfg.AgentPaths(root)
             entry = cfg.ModelEntry(provider="local", model_id="scripted", base_url=base_url)
             project = cfg.add_model(
@@ -307,11 +301,28 @@ def main() -> None:
             home.mkdir()
             env = None if args.real_home else {**os.environ, "HOME": str(home)}
             _login_probe(home)
-            _report(args, root, env, psutil.Process(server.pid))
-        finally:
-            if server.stdin is not None:
-                server.stdin.close()
-            server.wait(timeout=30)
+            _report(args, root, env, server)
+
+
+@contextmanager
+def serve_model(calls: int) -> Iterator[tuple[str, psutil.Process]]:
+    """The scripted model in a process of its own: its base URL and its process.
+
+    The process serves until its stdin is closed, which leaving the block does.
+    """
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.batch", "--serve", "--calls", str(calls)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip(), psutil.Process(server.pid)
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=30)
 
 
 def _login_probe(home: Path) -> None:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 from functools import partial
 from typing import Any
@@ -31,6 +29,8 @@ import trio
 
 from penguin import protocol as om
 from penguin.llm import LLMRequest, OpenAIChatLLM
+
+from .batch import serve_model
 
 REQUEST = LLMRequest(system_prompt="Be brief.", messages=(om.user_text("Hi"),), tools=())
 
@@ -80,15 +80,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.batch", "--serve", "--calls", "5"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
+    with serve_model(5) as (base_url, _):
         print(
             f"{args.requests} streamed requests at concurrency {args.concurrency}, "
             f"{args.rounds} rounds (load before: {os.getloadavg()[0]:.2f})"
@@ -114,10 +106,6 @@ def main() -> None:
             ratios.append(figures["lean"]["cpu_ms"] / figures["httpx"]["cpu_ms"])
         ratios.sort()
         print(f"    lean / httpx CPU per request: median {ratios[len(ratios) // 2]:.2f} x")
-    finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":
