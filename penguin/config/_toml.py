@@ -99,14 +99,19 @@ def read_private_toml(path: Path) -> TOMLDocument | None:
         return tomlkit.parse(text)
     except ParseError as error:
         reason = _PARSE_POSITION.sub("", str(error))
-        raise ConfigError(f"invalid TOML: {reason}", path, error.line) from None
+        # tomlkit reports a repeated key as a ParseError at its line, but one inside an
+        # inline table as KeyAlreadyPresent (below): the same message either way.
+        repeated = first_repeated_field(text)
+        if repeated is None or repeated[1] != error.line:
+            raise ConfigError(f"invalid TOML: {reason}", path, error.line) from None
     except TOMLKitError as error:
         # A repeated key (KeyAlreadyPresent) carries no position: find it ourselves.
+        reason = str(error)
         repeated = first_repeated_field(text)
         if repeated is None:
-            raise ConfigError(f"invalid TOML: {error}", path) from None
-        field, line = repeated
-        raise ConfigError(f"invalid TOML: defined twice ({error})", path, line, field) from None
+            raise ConfigError(f"invalid TOML: {reason}", path) from None
+    field, line = repeated
+    raise ConfigError(f"invalid TOML: defined twice ({reason})", path, line, field) from None
 
 
 def write_private_toml(path: Path, document: TOMLDocument) -> None:
@@ -260,8 +265,15 @@ def set_key(table: Table, key: str, value: object, after: tuple[str, ...]) -> No
         table[key] = value
     else:
         # Not table[key] = value, which appends after the comments and blank lines
-        # that end the table (visually, they belong to what follows).
-        table.value._insert_after(anchor, key, value)
+        # that end the table (visually, they belong to what follows). tomlkit has no
+        # public insert; _insert_at is its own (0.15 dropped the _insert_after used before).
+        container = table.value
+        body = container.body
+        index = max(i for i, (name, _) in enumerate(body) if name == anchor)
+        if index + 1 < len(body):
+            container._insert_at(index + 1, key, value)
+        else:  # nothing ends the table after the anchor: appending is the same
+            table[key] = value
 
 
 def unescaped_string(text: str, *, prefer_literal: bool) -> Item:
