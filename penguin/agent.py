@@ -58,6 +58,7 @@ from penguin.engine import (
 from penguin.environment import (
     Environment,
     EnvironmentConfig,
+    SharedLogin,
     SubagentRequest,
     SubagentSpawnError,
     ToolServices,
@@ -110,6 +111,8 @@ class Agent:
     paths: cfg.AgentPaths
     config: cfg.AgentConfig
     _files: _FileCache = attrs.field(init=False, factory=lambda: _FileCache(), repr=False)
+    _login: SharedLogin = attrs.field(init=False, factory=lambda: SharedLogin(), repr=False)
+    """The login environment its sessions' commands share (one login shell a minute)."""
 
     @classmethod
     def open(
@@ -392,6 +395,7 @@ async def _assemble(
         subagent_spawn_limit=agent.config.subagents.max_spawned,
         mcp_servers=agent.config.mcp_servers,
         sandbox=sandbox,
+        shared_login=agent._login,
     )
     project = agent.project_config()
     with collapse_single():

@@ -28,6 +28,7 @@ from .supervisor import BackgroundCommand as BackgroundCommand
 from .supervisor import BackgroundReport as BackgroundReport
 from .supervisor import ProxyInject as ProxyInject
 from .supervisor import ProxyPolicy as ProxyPolicy
+from .supervisor import SharedLogin as SharedLogin
 from .tools.registry import ToolFactory as ToolFactory
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "EnvironmentConfig",
     "ProxyInject",
     "ProxyPolicy",
+    "SharedLogin",
     "SubagentChild",
     "SubagentRequest",
     "SubagentRound",

@@ -82,6 +82,7 @@ from .supervisor import (
     CommandSupervisor,
     ProxyPolicy,
     ReportChannel,
+    SharedLogin,
     SubagentSupervisor,
     resolve_shell,
 )
@@ -147,6 +148,10 @@ class EnvironmentConfig:
     connects before the first ``list_tools()``. ``sandbox`` is the policy the kernel
     enforces on every process a tool starts (``None``: none); opening raises
     :class:`~penguin.SandboxUnavailableError` when this machine cannot enforce it.
+    ``shared_login`` is a :class:`~penguin.environment.SharedLogin` whose login
+    environment the commands run in, shared with every Environment given the same
+    object (re-resolved after a minute or when a start-up file changes); ``None``: this
+    Environment resolves its own, once.
     """
 
     workspace_dir: Path = attrs.field(converter=_to_path)
@@ -162,6 +167,7 @@ class EnvironmentConfig:
     mcp_servers: tuple[McpServerConfig, ...] = attrs.field(default=(), converter=_to_servers)
     sandbox: SandboxPolicy | None = None
     """What every command and file tool may reach (spec/sandbox.md); ``None`` is off."""
+    shared_login: SharedLogin | None = None
 
 
 def _raise_open_file_limit() -> None:
@@ -321,6 +327,7 @@ class Environment:
                     shell=resolve_shell(os.environ),
                     reports=reports,
                     sandbox=sandbox,
+                    shared_login=config.shared_login,
                 )
                 subagents = SubagentSupervisor(
                     nursery,

@@ -30,6 +30,7 @@ from ._commands import SupervisorClosedError as SupervisorClosedError
 from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import resolve_shell as resolve_shell
+from ._login import SharedLogin as SharedLogin
 from ._process import SpawnedProcess as SpawnedProcess
 from ._process import end_process_tree as end_process_tree
 from ._process import kill_marked as kill_marked
@@ -68,6 +69,7 @@ __all__ = [
     "ReportChannel",
     "RoundExit",
     "Running",
+    "SharedLogin",
     "SpawnError",
     "SpawnedProcess",
     "SubagentSession",

@@ -77,6 +77,7 @@ from penguin._log import warn
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
+from ._login import SharedLogin
 from ._process import (
     DEFAULT_GRACE,
     SpawnedProcess,
@@ -588,6 +589,8 @@ class CommandSupervisor:
     Reports of background commands arrive on :attr:`reports`. Call
     :meth:`start_login_probe` as soon as commands may come, so the login environment
     is resolved before the first one needs it (otherwise the first spawn starts it).
+    With ``shared_login`` the login environment is the one it shares with other
+    supervisors (``_login``) rather than one resolved for this supervisor alone.
     """
 
     def __init__(
@@ -603,8 +606,10 @@ class CommandSupervisor:
         grace: float = DEFAULT_GRACE,
         reports: ReportChannel | None = None,
         sandbox: CommandSandbox | None = None,
+        shared_login: SharedLogin | None = None,
     ) -> None:
         self._nursery = nursery
+        self._shared_login = shared_login
         self.sandbox = sandbox
         """The Environment's sandbox (spec/sandbox.md), ``None`` when there is none."""
         self.tag = f"{host_watchdog().tag()}/{tag}"
@@ -658,7 +663,10 @@ class CommandSupervisor:
     async def _resolve_login(self) -> None:
         resolved: dict[str, str] | None = None
         try:
-            resolved = await resolve_login_environment(self._shell.program, self._host_env())
+            if self._shared_login is not None:
+                resolved = await self._shared_login.resolve(self._shell.program, self._host_env())
+            else:
+                resolved = await resolve_login_environment(self._shell.program, self._host_env())
         finally:
             # Cancelled (the Environment closes): nobody spawns any more, but no waiter
             # may wait for ever either.
