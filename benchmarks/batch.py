@@ -23,6 +23,11 @@ d. ``--ray-tasks`` tasks (1,000) on the Ray backend with 2 local workers: its st
    (the local cluster and the workers, up to the first task starting) reported apart,
    and its throughput after start-up against (b)'s (target: >= 1.7 x on 2 cores).
 
+Machines here differ in Python speed by up to 3x from one session to the next (the same
+code measured 11 ms of CPU per task on one and 39 ms on another), so the run first times
+a fixed piece of pure-Python work of a task's kind, and prints penguin's CPU per task in
+those units too: that figure compares across machines, the milliseconds do not.
+
 Each part runs in a fresh interpreter (so peak RSS is that part's own), with ``HOME``
 set to an empty directory: every session starts one login shell (``bash -l``) to read
 the environment, and a user's profile (pyenv's rehash, say) can make that cost more
@@ -41,6 +46,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -301,7 +307,12 @@ def main() -> None:
             home.mkdir()
             env = None if args.real_home else {**os.environ, "HOME": str(home)}
             _login_probe(home)
-            _report(args, root, env, server)
+            unit = _machine_unit()
+            print(
+                f"(this machine's unit of Python work: {unit:.1f} ms of CPU; penguin's CPU per"
+                " task is given in units too, which compare across machines)"
+            )
+            _report(args, root, env, server, unit)
 
 
 @contextmanager
@@ -323,6 +334,30 @@ def serve_model(calls: int) -> Iterator[tuple[str, psutil.Process]]:
         if server.stdin is not None:
             server.stdin.close()
         server.wait(timeout=30)
+
+
+def _machine_unit() -> float:
+    """CPU ms of a fixed piece of pure-Python work of the kind a task does (best of 8).
+
+    JSON of a chat request's shape, both ways, and small objects: what penguin's own
+    per-task CPU is made of. Machines here differ by up to 3x in Python speed from one
+    session to the next; CPU per task divided by this unit can be compared across them.
+    """
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x" * 200, "n": n} for n in range(8)],
+        "stream": True,
+    }
+    best = float("inf")
+    for _ in range(8):  # the first rounds warm the machine up
+        start = time.process_time()
+        for n in range(2000):
+            text = json.dumps(body, separators=(",", ":"))
+            parsed = json.loads(text)
+            parsed["messages"].append({"role": "assistant", "content": str(n)})
+            _ = [dict(m, seen=True) for m in parsed["messages"]]
+        best = min(best, time.process_time() - start)
+    return 1000 * best
 
 
 def _login_probe(home: Path) -> None:
@@ -349,7 +384,11 @@ def _cpu_of(process: psutil.Process) -> float:
 
 
 def _report(
-    args: argparse.Namespace, root: Path, env: dict[str, str] | None, model: psutil.Process
+    args: argparse.Namespace,
+    root: Path,
+    env: dict[str, str] | None,
+    model: psutil.Process,
+    unit: float,
 ) -> None:
     print(f"{args.tasks:,} scripted tasks of {args.calls} tool calls each (load before: {_load()})")
     sequential = _spawn_part("sequential", root, args.sequential, 1, env)
@@ -363,6 +402,7 @@ def _report(
     print(f"    concurrency gain       {gain:5.1f} x tasks per second")
     cpu = 1000 * local["cpu"] / args.tasks
     print(f"    penguin's CPU per task {cpu:5.1f} ms   {_verdict(cpu <= 12)} target: <= 12 ms")
+    print(f"                           {cpu / unit:5.2f} units of this machine's Python work")
     every = local["written"] == args.tasks
     print(f"    results written        {local['written']:>5}    {_verdict(every)} target: all")
     if args.tasks >= 10000:
