@@ -67,6 +67,12 @@ TOKEN_VARIABLE: Final = "PENGUIN_SERVER_TOKEN"
 _WILDCARDS: Final = frozenset({"0.0.0.0", "::"})
 _HTTP_GRACE: Final = 2.0
 """Seconds hypercorn gives open connections once it stops accepting."""
+KEEP_ALIVE: Final = 75.0
+"""Seconds an idle connection is kept open (hypercorn's default is 5). A client that
+keeps its idle connections exactly as long (httpx: 5 s) reuses one just as the server
+closes it, and its request fails ("Server disconnected without sending a response",
+seen under load with 64 sessions): the server waits longer than common clients do
+(httpx 5 s, aiohttp 15 s), so they give up an idle connection first."""
 
 
 @final
@@ -189,6 +195,7 @@ def _hypercorn_config(options: ServerOptions) -> Config:
         http_log.setLevel(logging.WARNING)
     config.errorlog = http_log
     config.graceful_timeout = _HTTP_GRACE
+    config.keep_alive_timeout = KEEP_ALIVE
     config.include_server_header = False
     return config
 
