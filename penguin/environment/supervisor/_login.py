@@ -34,6 +34,7 @@ cancellation, exactly as without sharing.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Final, TypeAlias, final
@@ -104,6 +105,7 @@ class SharedLogin:
         self.max_age = max_age
         self.probes = 0
         self._resolved: dict[_Key, _Resolved] = {}
+        self._keeping = threading.Lock()  # runs in other threads may keep results too
         self._pending: dict[tuple[_Key, trio.lowlevel.TrioToken], trio.Event] = {}
 
     async def resolve(self, program: str, base: Mapping[str, str]) -> dict[str, str] | None:
@@ -143,7 +145,8 @@ class SharedLogin:
             done.set()
 
     def _keep(self, key: _Key, resolved: _Resolved) -> None:
-        self._resolved.pop(key, None)
-        self._resolved[key] = resolved
-        while len(self._resolved) > _KEPT:  # the oldest first (dicts keep insertion order)
-            del self._resolved[next(iter(self._resolved))]
+        with self._keeping:
+            self._resolved.pop(key, None)
+            self._resolved[key] = resolved
+            while len(self._resolved) > _KEPT:  # the oldest first (insertion order)
+                del self._resolved[next(iter(self._resolved))]

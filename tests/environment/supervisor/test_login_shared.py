@@ -7,7 +7,9 @@ so the file counts the login shells that really ran, whatever penguin thinks it 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,20 @@ async def test_20_1_sessions_of_one_agent_share_its_login_environment(
         async with agent.session(workspace, llm=llm) as session:
             assert await _from_profile(session.environment) == "agent"
     assert _probes(hermetic_home) == 1
+
+
+async def test_20_1_at_most_sixteen_login_environments_are_kept(hermetic_home: Path) -> None:
+    _profile(hermetic_home, "kept")
+    bash = shutil.which("bash")
+    assert bash is not None
+    shared = SharedLogin()
+    bases = [{**os.environ, "PENGUIN_TEST_FLAVOUR": str(n)} for n in range(17)]
+    for base in bases:
+        resolved = await shared.resolve(bash, base)
+        assert resolved is not None
+        assert resolved["FROM_PROFILE"] == "kept"
+    assert shared.probes == 17
+    await shared.resolve(bash, bases[-1])  # the newest is kept
+    assert shared.probes == 17
+    await shared.resolve(bash, bases[0])  # the oldest made room for the seventeenth
+    assert shared.probes == 18
