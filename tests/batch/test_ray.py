@@ -185,13 +185,21 @@ actors = [ray.get_actor(name, namespace="penguin") for name in chosen]
 print(time.monotonic(), file=sys.stderr)
 for actor in actors:
     ray.kill(actor, no_restart=True)
+deadline = time.monotonic() + 60  # ray.kill only asks: wait until the names are released
+while time.monotonic() < deadline:
+    alive = set(a["name"] for a in ray.util.list_named_actors(all_namespaces=True))
+    if not alive & set(chosen):
+        break
+    time.sleep(0.05)
+else:
+    sys.exit(f"still registered 60 s after ray.kill: {chosen}")
 print(" ".join(chosen))
 """
 
 
 async def kill_worker(cluster: Cluster, suffix: str, at: list[float] | None = None) -> list[str]:
-    """Kill the workers named ``*suffix``; their names. ``at`` gets the ``time.monotonic()``
-    (system-wide on Linux) just before the kill."""
+    """Kill the workers named ``*suffix`` and wait until Ray has them dead; their names.
+    ``at`` gets the ``time.monotonic()`` (system-wide on Linux) just before the kill."""
     done = await trio.run_process(
         [sys.executable, "-c", KILLER, cluster.address, suffix],
         env=dict(cluster.env),
@@ -310,8 +318,12 @@ async def test_b2_5_a_killed_worker_s_tasks_are_retried_once_and_nothing_is_writ
     scripts, driver_home = model
     log = tmp_path / "times.log"
     ids = [f"t{n}" for n in range(6)]  # w0 gets t0, t2, t4; w1 gets t1, t3, t5
-    for task_id in ids:
-        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 2")]
+    # w0's tasks wait for a gate opened only once w0 is dead: however slow the machine,
+    # none of them can finish (and be reported) before the kill.
+    gate = tmp_path / "gate"
+    for n, task_id in enumerate(ids):
+        body = f"until [ -e {gate} ]; do sleep 0.05; done" if n % 2 == 0 else "sleep 2"
+        scripts.scripts[task_id] = [logged_exec(log, task_id, body)]
     tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
     out = tmp_path / "results.jsonl"
     driver_env = {**cluster.env, "PENGUIN_HOME": str(driver_home)}
@@ -339,6 +351,7 @@ async def test_b2_5_a_killed_worker_s_tasks_are_retried_once_and_nothing_is_writ
         nursery.start_soon(run)
         await wait_until(lambda: {"t0", "t2", "t4"} <= set(read_log(log)), within=120)
         assert len(await kill_worker(cluster, "-w0")) == 1
+        gate.touch()
     (done,) = finished
     assert done.returncode == 0, done.stderr.decode()
     results = results_of(out)
