@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -186,3 +187,47 @@ async def test_a_recorder_opened_by_a_cancelled_owner_closes_and_writes(tmp_path
         )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().split() == ["1"]
+
+
+_RECORD_AND_LIST_MODULES = """
+import json, sys
+from pathlib import Path
+
+import trio
+
+from penguin import protocol as om
+from penguin.engine import TraceRecorder
+from penguin.trace import TraceWriter, read_trace
+
+
+async def main() -> None:
+    writer = TraceWriter(Path(sys.argv[1]), "s-1")
+    async with TraceRecorder.open(writer) as recorder:
+        recorder.record(om.user_text("one"))
+        with trio.fail_after(20):
+            while not writer.path.exists():  # written once the loop idles: no flush
+                await trio.sleep(0.01)
+    print(json.dumps({"lines": len(read_trace(writer.path)), "modules": sorted(sys.modules)}))
+
+
+trio.run(main)
+"""
+
+
+async def test_7_4_waiting_for_an_idle_loop_loads_neither_trio_testing_nor_pytest(
+    tmp_path: Path,
+) -> None:
+    # trio.testing imports pytest (145 ms of CPU) wherever it is installed, as it is here.
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", _RECORD_AND_LIST_MODULES, str(tmp_path)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout)
+    assert report["lines"] == 1
+    modules = set(report["modules"])
+    assert "trio.testing" not in modules
+    assert "pytest" not in modules
