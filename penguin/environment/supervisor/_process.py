@@ -5,7 +5,11 @@ What this module owns:
 - **Spawning** ``argv`` as the leader of a new session and process group, with stdout
   and stderr sharing ONE pipe (so the kernel keeps their arrival order) or, in tty
   mode, a pseudo-terminal that becomes the group's controlling terminal. The pipe is
-  enlarged to :data:`PIPE_SIZE`, so a flood costs fewer wake-ups.
+  enlarged to :data:`PIPE_SIZE`, so a flood costs fewer wake-ups. Where the kernel has
+  pidfds, a pipe-mode command is started on the loop's own thread (:class:`_Child`):
+  CPython starts it with ``vfork`` while holding the GIL, so the loop waits for the
+  ``exec`` wherever ``Popen`` runs, and a worker thread only added two GIL hand-overs
+  and a wake-up of the loop (1.5 ms of latency and 0.4 ms of CPU per command here).
 - **Signalling a group** (:func:`signal_group`), the one place a ``killpg`` is sent, and
   waiting for a leader's exit without reaping it (:func:`wait_exited`).
 - **Ending** a process tree so that nothing survives (:func:`end_process_tree`).
@@ -243,33 +247,103 @@ async def spawn_process(
             root_started=start_of(process.pid),
         )
 
+    root: RootProcess
+    stdin: trio.abc.SendStream
     read_end, write_end = _output_pipe()
     try:
-        process = await trio.lowlevel.open_process(
-            list(argv),
-            executable=executable,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=write_end,
-            stderr=write_end,
-            start_new_session=True,
-        )
+        if _HAS_PIDFD:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            root, stdin = _Child.start(argv, executable, cwd, env, write_end)
+        else:
+            started = await trio.lowlevel.open_process(
+                list(argv),
+                executable=executable,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.PIPE,
+                stdout=write_end,
+                stderr=write_end,
+                start_new_session=True,
+            )
+            assert started.stdin is not None
+            root, stdin = started, started.stdin
     except BaseException:
         os.close(read_end)
         raise
     finally:
         os.close(write_end)
-    assert process.stdin is not None
     return SpawnedProcess(
-        process=process,
-        pgid=process.pid,
+        process=root,
+        pgid=root.pid,
         output=trio.lowlevel.FdStream(read_end),
-        stdin=process.stdin,
+        stdin=stdin,
         tty=False,
         started_at=time.time(),
-        root_started=start_of(process.pid),
+        root_started=start_of(root.pid),
     )
+
+
+@final
+class _Child:
+    """A pipe-mode command started by ``Popen`` on the loop's thread.
+
+    What :class:`trio.Process` is for one started in a worker thread: its pid;
+    :meth:`wait` waits on a pidfd, then reaps; :attr:`returncode` polls, as Trio's does.
+    """
+
+    __slots__ = ("_popen", "pid")
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        executable: str | None,
+        cwd: Path,
+        env: Mapping[str, str],
+        output: int,
+    ) -> tuple[_Child, trio.lowlevel.FdStream]:
+        """Start ``argv`` (a new session) writing to ``output``; it and its stdin's writer.
+
+        Blocks the loop for ``Popen`` itself: ``vfork`` returns once the child has
+        called ``exec``. Raises ``OSError`` as ``Popen`` does.
+        """
+        child_stdin, stdin = os.pipe()
+        try:
+            popen = subprocess.Popen(
+                list(argv),
+                executable=executable,
+                cwd=cwd,
+                env=dict(env),
+                stdin=child_stdin,
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(stdin)
+            raise
+        finally:
+            os.close(child_stdin)
+        return cls(popen), trio.lowlevel.FdStream(stdin)
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once it has exited (reaping it), else None."""
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        """Wait for the exit, reap, return the status (``-N`` for signal N)."""
+        if self._popen.returncode is None:
+            await wait_exited(self)
+            self._popen.wait()  # it has exited: reaping does not block
+        else:
+            await trio.lowlevel.checkpoint()
+        assert self._popen.returncode is not None
+        return self._popen.returncode
 
 
 def _open_pty() -> tuple[int, int]:

@@ -481,3 +481,66 @@ async def test_10_3_wait_exited_leaves_the_leader_unreaped(tmp_path: Path) -> No
         await spawned.output.aclose()
         await spawned.stdin.aclose()
     await wait_until(lambda: not read_process_table().group(spawned.pgid), within=10)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd" if sys.platform.startswith("linux") else "/dev/fd"))
+
+
+@pytest.mark.skipif(not _process._HAS_PIDFD, reason="the loop-thread start needs pidfds")
+async def test_20_5_a_pipe_command_starts_on_the_loops_thread_and_is_reaped(
+    tmp_path: Path,
+) -> None:
+    # Every worker thread is taken: a start that hopped to one would wait here for ever.
+    limiter = trio.to_thread.current_default_thread_limiter()
+    old_total = limiter.total_tokens
+    limiter.total_tokens = 1
+    await limiter.acquire()
+    try:
+        with trio.fail_after(10):
+            spawned = await spawn_process(
+                ["bash", "-c", 'read line; echo "got $line"; exit 3'],
+                cwd=tmp_path,
+                env=dict(os.environ),
+                tty=False,
+            )
+            await spawned.stdin.send_all(b"hello\n")
+            text = b""
+            while b"\n" not in text:
+                text += await spawned.output.receive_some(4096)
+            status = await spawned.process.wait()
+    finally:
+        limiter.release()
+        limiter.total_tokens = old_total
+    assert text == b"got hello\n"
+    assert status == 3
+    assert await spawned.process.wait() == 3  # a second wait answers at once
+    with pytest.raises(ChildProcessError):  # reaped: nothing is left to wait for
+        os.waitpid(spawned.pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG never blocks
+    await spawned.output.aclose()
+    await spawned.stdin.aclose()
+
+
+async def test_20_5_a_signal_ends_a_pipe_command_with_minus_the_signal(tmp_path: Path) -> None:
+    spawned = await spawn_process(["sleep", "1000"], cwd=tmp_path, env=dict(os.environ), tty=False)
+    try:
+        assert getattr(spawned.process, "returncode", None) is None  # still running
+        assert _process.signal_group(spawned.pgid, signal.SIGTERM)
+        with trio.fail_after(10):
+            assert await spawned.process.wait() == -signal.SIGTERM
+    finally:
+        await spawned.output.aclose()
+        await spawned.stdin.aclose()
+
+
+async def test_20_5_a_command_that_cannot_start_raises_and_leaks_no_descriptor(
+    tmp_path: Path,
+) -> None:
+    before = _open_fds()
+    with pytest.raises(FileNotFoundError):
+        await spawn_process(["true"], cwd=tmp_path / "missing", env=dict(os.environ), tty=False)
+    with pytest.raises(FileNotFoundError):
+        await spawn_process(
+            ["no-such-program-penguin"], cwd=tmp_path, env=dict(os.environ), tty=False
+        )
+    assert _open_fds() == before
