@@ -296,18 +296,23 @@ async def fan_out(client: httpx.AsyncClient, subscribers: int) -> tuple[int, flo
     return sum(counts), time.perf_counter() - began[0]
 
 
+async def read_base_url(process: trio.Process) -> str:
+    """The base URL from the line a starting ``penguin server`` prints (within 60 s)."""
+    assert process.stdout is not None
+    line = b""
+    with trio.fail_after(60):
+        while not line.endswith(b"\n"):
+            line += await process.stdout.receive_some(4096)
+    return line.decode().split("server: ", 1)[1].split("/?token=")[0]
+
+
 async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> dict[str, Any]:
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "penguin", "server", "--port", "0", "--root", str(root)],
         stdout=subprocess.PIPE,
         env={**os.environ, "PENGUIN_SERVER_TOKEN": TOKEN},
     )
-    assert process.stdout is not None
-    line = b""
-    with trio.fail_after(60):
-        while not line.endswith(b"\n"):
-            line += await process.stdout.receive_some(4096)
-    base = line.decode().split("server: ", 1)[1].split("/?token=")[0]
+    base = await read_base_url(process)
     limits = httpx.Limits(max_connections=4 * sessions + 32, max_keepalive_connections=None)
     figures: dict[str, Any] = {}
     try:

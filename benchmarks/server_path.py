@@ -245,12 +245,7 @@ async def run(root: Path, sessions: int, probe_log: Path) -> tuple[ClientLog, fl
         stdout=subprocess.PIPE,
         env=env,
     )  # fmt: skip
-    assert process.stdout is not None
-    line = b""
-    with trio.fail_after(60):
-        while not line.endswith(b"\n"):
-            line += await process.stdout.receive_some(4096)
-    base = line.decode().split("server: ", 1)[1].split("/?token=")[0]
+    base = await bench.read_base_url(process)
     limits = httpx.Limits(max_connections=4 * sessions + 32, max_keepalive_connections=None)
     seen = ClientLog()
     try:
