@@ -178,15 +178,20 @@ async def test_a_recorder_opened_by_a_cancelled_owner_closes_and_writes(tmp_path
     # cancellation it stayed under start(), which waited for it forever (a batch
     # stopping while a session opened hung so). A process of its own, so that a
     # regression fails by its timeout instead of hanging the suite.
+    assert (await _run_script(_OPENED_WHILE_CANCELLED, tmp_path)).split() == ["1"]
+
+
+async def _run_script(script: str, directory: Path) -> str:
+    """Run ``script`` in a fresh interpreter with ``directory`` as its argument; its stdout."""
     with trio.fail_after(60):
         done = await trio.run_process(
-            [sys.executable, "-c", _OPENED_WHILE_CANCELLED, str(tmp_path)],
+            [sys.executable, "-c", script, str(directory)],
             capture_stdout=True,
             capture_stderr=True,
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout.decode().split() == ["1"]
+    return done.stdout.decode()
 
 
 _RECORD_AND_LIST_MODULES = """
@@ -218,15 +223,7 @@ async def test_7_4_waiting_for_an_idle_loop_loads_neither_trio_testing_nor_pytes
     tmp_path: Path,
 ) -> None:
     # trio.testing imports pytest (145 ms of CPU) wherever it is installed, as it is here.
-    with trio.fail_after(60):
-        done = await trio.run_process(
-            [sys.executable, "-c", _RECORD_AND_LIST_MODULES, str(tmp_path)],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr.decode()
-    report = json.loads(done.stdout)
+    report = json.loads(await _run_script(_RECORD_AND_LIST_MODULES, tmp_path))
     assert report["lines"] == 1
     modules = set(report["modules"])
     assert "trio.testing" not in modules

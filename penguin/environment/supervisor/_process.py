@@ -80,7 +80,7 @@ import termios
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol, final
+from typing import Any, Final, Protocol, final
 
 import attrs
 import trio
@@ -217,19 +217,23 @@ async def spawn_process(
     ``executable`` is the file run when ``argv[0]`` is only the name the program is
     given (``None``: ``argv[0]`` is the file).
     """
+    # Every start, however made: a new session (the root leads its group), this env and cwd.
+    options: dict[str, Any] = {
+        "executable": executable,
+        "cwd": cwd,
+        "env": dict(env),
+        "start_new_session": True,
+    }
     if tty:
         master, slave = _open_pty()
         try:
             process = await trio.lowlevel.open_process(
                 list(argv),
-                executable=executable,
-                cwd=cwd,
-                env=dict(env),
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,
-                start_new_session=True,
                 preexec_fn=_claim_controlling_terminal,
+                **options,
             )
         except BaseException:
             os.close(master)
@@ -253,17 +257,10 @@ async def spawn_process(
     try:
         if _HAS_PIDFD:
             await trio.lowlevel.checkpoint_if_cancelled()
-            root, stdin = _Child.start(argv, executable, cwd, env, write_end)
+            root, stdin = _Child.start(argv, write_end, options)
         else:
             started = await trio.lowlevel.open_process(
-                list(argv),
-                executable=executable,
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.PIPE,
-                stdout=write_end,
-                stderr=write_end,
-                start_new_session=True,
+                list(argv), stdin=subprocess.PIPE, stdout=write_end, stderr=write_end, **options
             )
             assert started.stdin is not None
             root, stdin = started, started.stdin
@@ -287,8 +284,8 @@ async def spawn_process(
 class _Child:
     """A pipe-mode command started by ``Popen`` on the loop's thread.
 
-    What :class:`trio.Process` is for one started in a worker thread: its pid;
-    :meth:`wait` waits on a pidfd, then reaps; :attr:`returncode` polls, as Trio's does.
+    What :class:`trio.Process` is for one started in a worker thread, as far as a
+    :class:`RootProcess` goes: its pid; :meth:`wait` waits on a pidfd, then reaps.
     """
 
     __slots__ = ("_popen", "pid")
@@ -299,14 +296,9 @@ class _Child:
 
     @classmethod
     def start(
-        cls,
-        argv: Sequence[str],
-        executable: str | None,
-        cwd: Path,
-        env: Mapping[str, str],
-        output: int,
+        cls, argv: Sequence[str], output: int, options: Mapping[str, Any]
     ) -> tuple[_Child, trio.lowlevel.FdStream]:
-        """Start ``argv`` (a new session) writing to ``output``; it and its stdin's writer.
+        """Start ``argv`` (``Popen`` ``options``) writing to ``output``; it and its stdin's writer.
 
         Blocks the loop for ``Popen`` itself: ``vfork`` returns once the child has
         called ``exec``. Raises ``OSError`` as ``Popen`` does.
@@ -314,14 +306,7 @@ class _Child:
         child_stdin, stdin = os.pipe()
         try:
             popen = subprocess.Popen(
-                list(argv),
-                executable=executable,
-                cwd=cwd,
-                env=dict(env),
-                stdin=child_stdin,
-                stdout=output,
-                stderr=output,
-                start_new_session=True,
+                list(argv), stdin=child_stdin, stdout=output, stderr=output, **options
             )
         except BaseException:
             os.close(stdin)
@@ -329,11 +314,6 @@ class _Child:
         finally:
             os.close(child_stdin)
         return cls(popen), trio.lowlevel.FdStream(stdin)
-
-    @property
-    def returncode(self) -> int | None:
-        """The exit status once it has exited (reaping it), else None."""
-        return self._popen.poll()
 
     async def wait(self) -> int:
         """Wait for the exit, reap, return the status (``-N`` for signal N)."""

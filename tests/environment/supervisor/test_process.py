@@ -524,7 +524,8 @@ async def test_20_5_a_pipe_command_starts_on_the_loops_thread_and_is_reaped(
 async def test_20_5_a_signal_ends_a_pipe_command_with_minus_the_signal(tmp_path: Path) -> None:
     spawned = await spawn_process(["sleep", "1000"], cwd=tmp_path, env=dict(os.environ), tty=False)
     try:
-        assert getattr(spawned.process, "returncode", None) is None  # still running
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT  # neither blocks nor reaps
+        assert os.waitid(os.P_PID, spawned.pid, flags) is None  # noqa: ASYNC222 - still running
         assert _process.signal_group(spawned.pgid, signal.SIGTERM)
         with trio.fail_after(10):
             assert await spawned.process.wait() == -signal.SIGTERM
