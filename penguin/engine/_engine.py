@@ -143,6 +143,9 @@ class Engine:
         self._task_live = False
         self._steering: collections.deque[list[Message]] = collections.deque()
         self._reports: collections.deque[Message] = collections.deque()
+        # What the run's interrupt cancels: the live attempt's model stream and pending
+        # approval (one watching task per run, not one per turn).
+        self._on_interrupt: set[trio.CancelScope] = set()
 
     # ------------------------------------------------------------------ public
 
@@ -202,7 +205,7 @@ class Engine:
                     self._record(om.abort("cancelled"))
 
         async with self._live(
-            drive, "a run is already live on this session; steer it or wait"
+            drive, "a run is already live on this session; steer it or wait", interrupt=interrupt
         ) as s:
             yield s
 
@@ -230,12 +233,17 @@ class Engine:
 
     @asynccontextmanager
     async def _live(
-        self, drive: Callable[[Outlet], Awaitable[RunResult]], busy: str
+        self,
+        drive: Callable[[Outlet], Awaitable[RunResult]],
+        busy: str,
+        *,
+        interrupt: trio.Event | None = None,
     ) -> AsyncIterator[RunStream]:
         """One run or compaction at a time: its driving task and the stream it fills.
 
         The stream gets the driver's result before it ends, so a consumer that saw the
-        end of the iteration can read it.
+        end of the iteration can read it. With ``interrupt``, one task watches it for the
+        whole run and cancels what :attr:`_on_interrupt` holds when it is set.
         """
         if self._running:
             raise EngineBusyError(busy)
@@ -251,6 +259,8 @@ class Engine:
             with collapse_single():
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(main)
+                    if interrupt is not None:
+                        nursery.start_soon(self._watch_interrupt, interrupt)
                     try:
                         yield stream
                     finally:
@@ -261,6 +271,16 @@ class Engine:
         finally:
             self._running = False
             self._steering.clear()
+            self._on_interrupt.clear()
+
+    async def _watch_interrupt(self, interrupt: trio.Event) -> None:
+        """Cancel the live attempt's stream and approval once ``interrupt`` is set.
+
+        Whatever registers later checks the event itself before it starts.
+        """
+        await interrupt.wait()
+        for scope in self._on_interrupt:
+            scope.cancel()
 
     def _close_open_compaction(self) -> None:
         """Close a compaction that a resumed trace left open: it was abandoned.
@@ -416,17 +436,9 @@ class Engine:
     ) -> _AttemptEnd:
         calls_send, calls_receive = trio.open_memory_channel[ToolCall](math.inf)
         stream_scope = trio.CancelScope()
-        watch_scope = trio.CancelScope()
-        approving: list[trio.CancelScope] = []
         work_done = trio.Event()
         outcome: LLMOutcome | None = None
-
-        async def watch() -> None:
-            with watch_scope:
-                await interrupt.wait()
-                stream_scope.cancel()
-                for scope in approving:
-                    scope.cancel()
+        on_interrupt = self._on_interrupt
 
         async def approvals() -> None:
             try:
@@ -436,9 +448,11 @@ class Engine:
                             if interrupt.is_set():
                                 continue  # the run is over: no decision, nothing runs
                             with trio.CancelScope() as scope:
-                                approving.append(scope)
-                                approval = await decide(approve, call)
-                            approving.clear()
+                                on_interrupt.add(scope)
+                                try:
+                                    approval = await decide(approve, call)
+                                finally:
+                                    on_interrupt.discard(scope)
                             if scope.cancelled_caught or interrupt.is_set():
                                 continue
                             await self._settle(call, approval, approve, interrupt, emit, tools)
@@ -446,22 +460,25 @@ class Engine:
                 work_done.set()
 
         async with trio.open_nursery() as work:
-            work.start_soon(watch)
             work.start_soon(approvals)
             fragments = OpenFragments()
-            with stream_scope, calls_send:
-                if interrupt.is_set():
-                    stream_scope.cancel()
-                async with self.llm.stream(request) as response:
-                    async for message in response:
-                        await emit(message)
-                        fragments.push(message)
-                        if om.is_tool_call(message) and message.payload.stop_reason in (
-                            None,
-                            "completed",
-                        ):
-                            calls_send.send_nowait(message)
-                outcome = response.outcome
+            on_interrupt.add(stream_scope)
+            try:
+                with stream_scope, calls_send:
+                    if interrupt.is_set():
+                        stream_scope.cancel()
+                    async with self.llm.stream(request) as response:
+                        async for message in response:
+                            await emit(message)
+                            fragments.push(message)
+                            if om.is_tool_call(message) and message.payload.stop_reason in (
+                                None,
+                                "completed",
+                            ):
+                                calls_send.send_nowait(message)
+                    outcome = response.outcome
+            finally:
+                on_interrupt.discard(stream_scope)
             if outcome is None:  # interrupted mid-stream
                 for message in fragments.close():
                     await emit(message)
@@ -472,7 +489,6 @@ class Engine:
             end = end_request(outcome, attempt, self.reconnect)
             await emit(end.record)
             await work_done.wait()
-            watch_scope.cancel()
         return _AttemptEnd(outcome=outcome, interrupted=outcome is None, retry_in=end.retry_in)
 
     async def _settle(

@@ -218,19 +218,29 @@ class _InterruptWatcher:
     """Cancels the scopes of every call that shares an interrupt event, with one task.
 
     An engine passes the same event to every call of a run; one waiting task per
-    event (instead of one per call) keeps a turn of eight calls cheap. A watch ends
-    when its event is set or when its last call has finished.
+    event (instead of one per call) keeps a turn of eight calls cheap. A watch whose
+    calls have all finished is kept, since the run's next call usually brings the same
+    event: it ends when its event is set, when a call brings another event (so at most
+    one idle watch is kept), or with the Environment.
     """
 
     def __init__(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         self._watches: dict[trio.Event, _Watch] = {}
+        self._idle: trio.Event | None = None  # the event of the watch kept without calls
 
     def watch(self, event: trio.Event, scope: trio.CancelScope) -> Callable[[], None]:
         """Cancel ``scope`` when ``event`` is set; call the result once the call is over."""
         if event.is_set():
             scope.cancel()
             return lambda: None
+        idle = self._idle
+        if idle is not None and idle is not event:
+            self._idle = None
+            kept = self._watches.get(idle)
+            if kept is not None and not kept.scopes:
+                del self._watches[idle]
+                kept.stop.cancel()
         watch = self._watches.get(event)
         if watch is None:
             watch = self._watches[event] = _Watch(set(), trio.CancelScope())
@@ -240,8 +250,7 @@ class _InterruptWatcher:
         def done() -> None:
             watch.scopes.discard(scope)
             if not watch.scopes and self._watches.get(event) is watch:
-                del self._watches[event]
-                watch.stop.cancel()
+                self._idle = event
 
         return done
 
@@ -252,6 +261,8 @@ class _InterruptWatcher:
                 scope.cancel()
         if self._watches.get(event) is watch:
             del self._watches[event]
+        if self._idle is event:
+            self._idle = None
 
 
 @final

@@ -234,3 +234,42 @@ async def test_the_next_run_after_an_abort_needs_no_new_input(
     assert result.turns == 1
     assert texts(llm.requests[1].messages)[0] == "hi"
     assert texts(seen)[-1] == "resumed"
+
+
+class _EngineWatches(trio.abc.Instrument):
+    """Counts the engine's tasks that watch an interrupt."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        name = task.coro.__qualname__
+        self.started += name.startswith("Engine.") and "watch" in name
+
+
+async def test_20_1_one_task_watches_the_interrupt_for_every_turn_of_a_run(
+    tmp_path: Path,
+) -> None:
+    llm = ScriptedLLM(
+        [
+            tool_call("probe", {"text": "one"}, "c1"),
+            tool_call("probe", {"text": "two"}, "c2"),
+            tool_call("probe", {"block": True}, "c3"),
+            "never sent",
+        ]
+    )
+    watches = _EngineWatches()
+    interrupt = trio.Event()
+    async with open_harness(tmp_path, llm) as h:
+        trio.lowlevel.add_instrument(watches)
+        try:
+            async with h.engine.run(
+                [om.user_text("go")], approve=allow_all, interrupt=interrupt
+            ) as s:
+                async for _ in s:
+                    if "c3" in h.probe.started and not interrupt.is_set():
+                        interrupt.set()  # in the third turn, its call running
+        finally:
+            trio.lowlevel.remove_instrument(watches)
+    assert s.result.status == "aborted"
+    assert watches.started == 1

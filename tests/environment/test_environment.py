@@ -894,3 +894,51 @@ async def test_two_custom_tools_may_not_share_a_name(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="two custom tools are named 'script'"):
         async with penguin.Environment.open(config(tmp_path, *twins)):
             pass  # pragma: no cover
+
+
+class _Spawns(trio.abc.Instrument):
+    """Counts the tasks started and ended whose coroutine has a given name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.started = 0
+        self.ended = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.started += task.coro.__qualname__.endswith(self.name)
+
+    def task_exited(self, task: trio.lowlevel.Task) -> None:
+        self.ended += task.coro.__qualname__.endswith(self.name)
+
+
+async def test_20_1_calls_sharing_an_interrupt_one_after_another_start_one_watch(
+    tmp_path: Path,
+) -> None:
+    watches = _Spawns("_InterruptWatcher._wait")
+    first, second = trio.Event(), trio.Event()
+    tool = ScriptTool(emits("ok"))
+    async with penguin.Environment.open(config(tmp_path, tool)) as env:
+        trio.lowlevel.add_instrument(watches)
+        try:
+            for n in range(3):  # a run's calls, one after another (a turn each)
+                out = await env.call_tool(script_call(call_id=f"a{n}"), interrupt=first)
+                assert out.payload.stop_reason == "completed"
+            assert (watches.started, watches.ended) == (1, 0)
+            # Another run's event: the idle watch of the first one ends.
+            out = await env.call_tool(script_call(call_id="b"), interrupt=second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert (watches.started, watches.ended) == (2, 1)
+            # The kept watch still does its job: an interrupt ends a call under it.
+
+            async def interrupted(args: dict[str, Any], ctx: ToolContext) -> None:
+                second.set()
+                await trio.sleep_forever()
+
+            tool.behaviour = interrupted
+            out = await env.call_tool(script_call(call_id="b2"), interrupt=second)
+            assert (out.payload.output, out.payload.stop_reason) == (
+                "[interrupted: tool aborted by user]",
+                "aborted",
+            )
+        finally:
+            trio.lowlevel.remove_instrument(watches)

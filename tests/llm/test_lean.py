@@ -329,6 +329,36 @@ async def test_a_request_cancelled_midway_closes_its_connection() -> None:
     assert connections == 2  # the half-read one was not handed to the next request
 
 
+class _Spawns(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+async def test_20_1_an_answer_is_read_by_its_consumer_without_a_task_of_its_own() -> None:
+    async def keep_alive(stream: trio.SocketStream) -> None:
+        while await read_request(stream):
+            await stream.send_all(ok_head() + chunked(BODY) + b"0\r\n\r\n")
+
+    spawns = _Spawns()
+    async with (
+        raw_server(keep_alive) as base_url,
+        OpenAIChatLLM(base_url=base_url, model_id="m") as llm,
+    ):
+        for n in range(3):
+            if n == 1:  # the connection is open: what follows is the exchange alone
+                trio.lowlevel.add_instrument(spawns)
+            async with llm.stream(REQUEST) as response:
+                texts = [
+                    m.payload.text async for m in response if isinstance(m.payload, om.TextPayload)
+                ]
+            assert (texts, response.outcome.status) == (["Hello"], "completed")
+        trio.lowlevel.remove_instrument(spawns)
+    assert spawns.names == []
+
+
 # --------------------------------------------------------------------------- which path
 
 
