@@ -632,7 +632,7 @@ class CommandSupervisor:
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
         self._reports = ReportChannel() if reports is None else reports
-        nursery.start_soon(self._sweep_idle)
+        self._sweeping = False  # the idle sweep starts with the first registration
         atexit.register(self._kill_at_exit)
 
     @property
@@ -658,6 +658,13 @@ class CommandSupervisor:
         if self._probe_started or self._closed or not self._shell.login_resolved:
             return
         self._probe_started = True
+        if self._shared_login is not None:  # kept and fresh: no probe, no task
+            kept = self._shared_login.kept(self._shell.program, self._host_env())
+            if kept is not None:
+                (resolved,) = kept
+                self._login_env = resolved if resolved is not None else dict(self._host_env())
+                self._login_ready.set()
+                return
         self._nursery.start_soon(self._resolve_login)
 
     async def _resolve_login(self) -> None:
@@ -803,6 +810,9 @@ class CommandSupervisor:
                 break
             self._drop(victim)
         self._registry.add(session.process_id, session, now)
+        if not self._sweeping:
+            self._sweeping = True
+            self._nursery.start_soon(self._sweep_idle)
         session.registered = True
         return session.process_id
 

@@ -119,12 +119,8 @@ class SharedLogin:
         pending_key = (key, trio.lowlevel.current_trio_token())
         while True:
             files = _startup_files(home)
-            kept = self._resolved.get(key)
-            if (
-                kept is not None
-                and time.monotonic() - kept.started < self.max_age
-                and kept.files == files
-            ):
+            kept = self._fresh(key, files)
+            if kept is not None:
                 await trio.lowlevel.checkpoint()
                 return None if kept.environment is None else dict(kept.environment)
             running = self._pending.get(pending_key)
@@ -143,6 +139,24 @@ class SharedLogin:
         finally:
             del self._pending[pending_key]
             done.set()
+
+    def kept(self, program: str, base: Mapping[str, str]) -> tuple[dict[str, str] | None] | None:
+        """What :meth:`resolve` would answer at once without a login shell, or None.
+
+        ``(environment,)`` when a fresh result is kept (``environment`` is None when that
+        probe failed), so that a caller can skip waiting for :meth:`resolve`.
+        """
+        key: _Key = (program, _working_directory(), tuple(sorted(base.items())))
+        kept = self._fresh(key, _startup_files(base.get("HOME")))
+        if kept is None:
+            return None
+        return (None if kept.environment is None else dict(kept.environment),)
+
+    def _fresh(self, key: _Key, files: _FileState) -> _Resolved | None:
+        kept = self._resolved.get(key)
+        if kept is None or time.monotonic() - kept.started >= self.max_age:
+            return None
+        return kept if kept.files == files else None
 
     def _keep(self, key: _Key, resolved: _Resolved) -> None:
         with self._keeping:

@@ -574,7 +574,7 @@ class SubagentSupervisor:
         self._closed = False
         self.tap = MessageTap()
         """Background launches' messages, for the host (``Environment.subagent_messages``)."""
-        nursery.start_soon(self._sweep_idle)
+        self._sweeping = False  # the idle sweep starts with the first registration
 
     @property
     def closed(self) -> bool:
@@ -644,6 +644,9 @@ class SubagentSupervisor:
             raise SubagentSupervisorClosedError
         self.make_room()
         self._registry.add(session.subagent_id, session, trio.current_time())
+        if not self._sweeping:
+            self._sweeping = True
+            self._nursery.start_soon(self._sweep_idle)
         session.registered = True
         return session.subagent_id
 

@@ -71,6 +71,37 @@ async def test_20_1_environments_given_one_shared_login_run_one_login_shell(
     assert shared.probes == 1
 
 
+class _Probes(trio.abc.Instrument):
+    """Counts the login probe tasks started."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.started += task.coro.__qualname__.endswith("_resolve_login")
+
+
+async def test_20_1_an_environment_given_a_kept_login_starts_no_probe_task(
+    hermetic_home: Path, workspace: Path, no_stray_processes: str
+) -> None:
+    _profile(hermetic_home, "kept")
+    shared = SharedLogin()
+    probes = _Probes()
+    trio.lowlevel.add_instrument(probes)
+    try:
+        for expected_tasks in (1, 1, 1):  # the first resolves it; the others take it as kept
+            async with penguin.Environment.open(_config(workspace, shared)) as env:
+                assert await _from_profile(env) == "kept"
+            assert probes.started == expected_tasks
+        _profile(hermetic_home, "changed")  # a changed profile: a probe task again
+        async with penguin.Environment.open(_config(workspace, shared)) as env:
+            assert await _from_profile(env) == "changed"
+        assert probes.started == 2
+    finally:
+        trio.lowlevel.remove_instrument(probes)
+    assert _probes(hermetic_home) == 2
+
+
 async def test_20_1_without_a_shared_login_each_environment_runs_its_own(
     hermetic_home: Path, workspace: Path
 ) -> None:
