@@ -313,20 +313,17 @@ class _TaskRunner:
             tally.trace_path = str(session.trace_path)
             approve = approver(mode, session.environment.tool_permission)  # nobody to ask
             writer = session.recorder.writer
-            stop = trio.Event()  # the task's interrupt, or its trace refused (issue 21.4)
-            async with trio.open_nursery() as watchers:
-                watchers.start_soon(_set_after, task_interrupt.wait, stop)
-                watchers.start_soon(_set_after, writer.wait_failure, stop)
-                async with session.run(
-                    [om.user_text(task.prompt)],
-                    approve=approve,
-                    interrupt=stop,
-                    max_turns=max_turns,
-                ) as stream:
-                    async for message in stream:
-                        tally.observe(message)
-                    result = stream.result
-                watchers.cancel_scope.cancel()
+            # The run stops on the task's interrupt, or once its trace is refused (21.4).
+            writer.set_on_failure(task_interrupt)
+            async with session.run(
+                [om.user_text(task.prompt)],
+                approve=approve,
+                interrupt=task_interrupt,
+                max_turns=max_turns,
+            ) as stream:
+                async for message in stream:
+                    tally.observe(message)
+                result = stream.result
             tally.run_status = result.status
             tally.run_error = result.error_message
             tally.turns = result.turns
@@ -334,11 +331,6 @@ class _TaskRunner:
             if writer.failure is not None:  # the task's trace is not whole: it failed
                 tally.run_status = "failed"
                 tally.run_error = str(writer.failure)
-
-
-async def _set_after(wait: Callable[[], Awaitable[object]], event: trio.Event) -> None:
-    await wait()
-    event.set()
 
 
 def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:

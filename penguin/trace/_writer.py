@@ -200,6 +200,7 @@ class TraceWriter:
     """
 
     __slots__ = (
+        "_also_set",
         "_date_dir",
         "_failed",
         "_failure",
@@ -231,6 +232,7 @@ class TraceWriter:
         self._torn = False
         self._failure: TraceWriteError | None = None
         self._failed = trio.Event()
+        self._also_set: list[trio.Event] = []
 
     def __repr__(self) -> str:
         return f"TraceWriter({str(self.path)!r})"
@@ -276,6 +278,17 @@ class TraceWriter:
         assert self._failure is not None
         return self._failure
 
+    def set_on_failure(self, event: trio.Event) -> None:
+        """Set ``event`` once a record is refused by the disk (at once if one was).
+
+        :meth:`wait_failure` without a task of its own: a batch task's run stops on
+        it, as on its interrupt.
+        """
+        if self._failed.is_set():
+            event.set()
+        else:
+            self._also_set.append(event)
+
     def _note_failure(self, path: Path, exc: OSError) -> None:
         """Keep the first disk failure (any thread); the event is set on the Trio side."""
         if self._failure is None:
@@ -284,6 +297,9 @@ class TraceWriter:
     def _publish_failure(self) -> None:
         if self._failure is not None and not self._failed.is_set():
             self._failed.set()
+            for event in self._also_set:
+                event.set()
+            self._also_set.clear()
 
     @staticmethod
     def recordable(message: om.OmniMessage[om.Payload]) -> bool:

@@ -576,6 +576,22 @@ async def test_21_4_a_refused_record_sets_failure_and_wakes_its_waiter(tmp_path:
     assert writer.failure.path == str(writer.path)
 
 
+async def test_21_4_a_refused_record_sets_the_events_given_without_a_waiting_task(
+    tmp_path: Path,
+) -> None:
+    writer = TraceWriter(tmp_path, "s", date_dir="d")
+    before, after = trio.Event(), trio.Event()
+    writer.set_on_failure(before)
+    assert await writer.record_many([om.user_text("a")]) == 1  # written: nothing set
+    assert not before.is_set()
+    writer.path.unlink()
+    writer.path.mkdir()  # from now on the disk refuses
+    assert await writer.record_many([om.user_text("b")]) == 0
+    assert before.is_set()
+    writer.set_on_failure(after)  # given once the failure is known: set at once
+    assert after.is_set()
+
+
 async def test_21_4_an_unencodable_message_is_no_disk_failure(tmp_path: Path) -> None:
     writer = TraceWriter(tmp_path, "s", date_dir="d")
     assert await writer.record(om.assistant_text("x", fidelity={"v": float("nan")})) is False
