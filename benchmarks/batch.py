@@ -14,7 +14,9 @@ b. ``--tasks`` tasks (1,000) at ``--concurrency`` 64 on the local backend, every
    task — this process's own CPU time (the tools' processes are counted apart) —, peak
    RSS, the most file descriptors open at once, and how many results the file holds.
    Targets (issue 20): CPU per task <= 12 ms; with ``--tasks 10000 --concurrency 256``
-   every result written, peak RSS < 1 GiB, fds bounded by the concurrency. Beside it,
+   every result written, peak RSS < 1 GiB, fds bounded by the concurrency. Then, from
+   a second batch of 100 tasks under a Trio instrument, the tasks started and the task
+   steps run per task: exact counts, which do not move with the machine. Beside it,
    the model process's CPU per task, and what that and the tools' CPU leave as the most
    any number of processes could run on this machine's cores (the ceiling of (c), (d));
 c. the same tasks with ``--workers 2`` on the local backend (two worker processes):
@@ -218,6 +220,7 @@ def _part(args: argparse.Namespace) -> None:
         figures = trio.run(_run_sequential, root, args.count)
     elif args.part == "local":
         figures = trio.run(lambda: _run_batch(root, args.count, concurrency=args.concurrency))
+        figures.update(_scheduling_work(root, min(args.count, 100), args.concurrency))
     elif args.part == "processes":
         figures = trio.run(
             lambda: _run_batch(root, args.count, concurrency=args.concurrency, workers=2)
@@ -229,6 +232,33 @@ def _part(args: argparse.Namespace) -> None:
             )
         )
     print(json.dumps(figures))
+
+
+class _Counter(trio.abc.Instrument):
+    """Tasks started and task steps run: the loop's work, counted exactly."""
+
+    def __init__(self) -> None:
+        self.spawned = 0
+        self.steps = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+
+def _scheduling_work(root: Path, count: int, concurrency: int) -> dict[str, float]:
+    """Tasks started and scheduling steps per task, from a second, counted batch.
+
+    Counts do not move with the machine's speed or load, which CPU time here does by up
+    to a third from one process to the next: they show a change in the loop's work that
+    the CPU figures cannot resolve. (The instrument's own cost stays out of the CPU
+    figures: this batch runs after them.)
+    """
+    counter = _Counter()
+    trio.run(lambda: _run_batch(root, count, concurrency=concurrency), instruments=[counter])
+    return {"spawned_per_task": counter.spawned / count, "steps_per_task": counter.steps / count}
 
 
 def _spawn_part(
@@ -403,6 +433,10 @@ def _report(
     cpu = 1000 * local["cpu"] / args.tasks
     print(f"    penguin's CPU per task {cpu:5.1f} ms   {_verdict(cpu <= 12)} target: <= 12 ms")
     print(f"                           {cpu / unit:5.2f} units of this machine's Python work")
+    print(
+        f"    scheduling work        {local['spawned_per_task']:5.1f} tasks started and"
+        f" {local['steps_per_task']:.0f} task steps per task (counted, exact)"
+    )
     every = local["written"] == args.tasks
     print(f"    results written        {local['written']:>5}    {_verdict(every)} target: all")
     if args.tasks >= 10000:
