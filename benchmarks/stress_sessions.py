@@ -5,7 +5,7 @@ Every figure is printed beside a baseline measured in the same run, with the tar
 
 a. exec_command ``true`` through ``env.call_tool``: p50 and p99 latency against a bare
    ``trio.run_process(["bash", "-c", "true"])``, the two measured interleaved
-   (target: ratio <= 1.3 at p50 and p99);
+   (target: ratio <= 1.3 at p50 and p99; issue 20 asks for <= 1.15 at p50);
 b. 64 background sessions, each printing a numbered line every 10 ms for 10 s, all
    polled with input_command: every line delivered exactly once (polls and completion
    reports together), the engine's CPU time as a share of wall time (target: at most
@@ -168,6 +168,7 @@ async def bench_latency(env: penguin.Environment, rounds: int) -> None:
     print(row.format("run_process", b50, b99, cpu["bare"]))
     print(f"    ratio          p50 {p50 / b50:6.2f} x    p99 {p99 / b99:6.2f} x")
     print(f"    {_verdict(p50 / b50 <= 1.3 and p99 / b99 <= 1.3)} target: ratio <= 1.3")
+    print(f"    {_verdict(p50 / b50 <= 1.15)} issue 20's target: p50 ratio <= 1.15")
     print("    (CPU is this process's, threads included: spawn, collect, close-out, cleanup)")
 
 

@@ -440,27 +440,33 @@ class Engine:
         outcome: LLMOutcome | None = None
         on_interrupt = self._on_interrupt
 
-        async def approvals() -> None:
+        async def settle(call: ToolCall, tools: trio.Nursery) -> None:
+            if interrupt.is_set():
+                return  # the run is over: no decision, nothing runs
+            with trio.CancelScope() as scope:
+                on_interrupt.add(scope)
+                try:
+                    approval = await decide(approve, call)
+                finally:
+                    on_interrupt.discard(scope)
+            if scope.cancelled_caught or interrupt.is_set():
+                return
+            await self._settle(call, approval, approve, interrupt, emit, tools)
+
+        async def approvals(first: ToolCall) -> None:
+            # Handed its first call, it decides it in its first step, as a task that had
+            # waited on the channel from the start would.
             try:
                 async with trio.open_nursery() as tools:
                     with calls_receive:
+                        await settle(first, tools)
                         async for call in calls_receive:
-                            if interrupt.is_set():
-                                continue  # the run is over: no decision, nothing runs
-                            with trio.CancelScope() as scope:
-                                on_interrupt.add(scope)
-                                try:
-                                    approval = await decide(approve, call)
-                                finally:
-                                    on_interrupt.discard(scope)
-                            if scope.cancelled_caught or interrupt.is_set():
-                                continue
-                            await self._settle(call, approval, approve, interrupt, emit, tools)
+                            await settle(call, tools)
             finally:
                 work_done.set()
 
+        deciding = False  # the approvals task starts with the turn's first tool call
         async with trio.open_nursery() as work:
-            work.start_soon(approvals)
             fragments = OpenFragments()
             on_interrupt.add(stream_scope)
             try:
@@ -475,7 +481,11 @@ class Engine:
                                 None,
                                 "completed",
                             ):
-                                calls_send.send_nowait(message)
+                                if deciding:
+                                    calls_send.send_nowait(message)
+                                else:
+                                    deciding = True
+                                    work.start_soon(approvals, message)
                     outcome = response.outcome
             finally:
                 on_interrupt.discard(stream_scope)
@@ -488,7 +498,10 @@ class Engine:
                     await emit(usage)
             end = end_request(outcome, attempt, self.reconnect)
             await emit(end.record)
-            await work_done.wait()
+            if deciding:
+                await work_done.wait()
+            else:
+                calls_receive.close()  # a turn without calls: no task was needed
         return _AttemptEnd(outcome=outcome, interrupted=outcome is None, retry_in=end.retry_in)
 
     async def _settle(

@@ -273,3 +273,38 @@ async def test_20_1_one_task_watches_the_interrupt_for_every_turn_of_a_run(
             trio.lowlevel.remove_instrument(watches)
     assert s.result.status == "aborted"
     assert watches.started == 1
+
+
+class _ApprovalTasks(trio.abc.Instrument):
+    """Counts the tasks that decide a turn's tool calls."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.started += task.coro.__qualname__.endswith("._attempt.<locals>.approvals")
+
+
+async def test_20_1_a_turn_starts_its_approvals_task_with_its_first_tool_call(
+    tmp_path: Path,
+) -> None:
+    llm = ScriptedLLM(
+        [
+            turn(
+                tool_call("probe", {"text": "one"}, "c1"), tool_call("probe", {"text": "two"}, "c2")
+            ),
+            "done",
+        ]
+    )
+    tasks = _ApprovalTasks()
+    async with open_harness(tmp_path, llm) as h:
+        trio.lowlevel.add_instrument(tasks)
+        try:
+            async with h.engine.run([om.user_text("go")], approve=allow_all) as s:
+                messages = [m async for m in s]
+        finally:
+            trio.lowlevel.remove_instrument(tasks)
+    assert s.result.status == "completed"
+    assert sorted(h.probe.started) == ["c1", "c2"]
+    assert texts(messages)[-1] == "done"
+    assert tasks.started == 1  # the closing turn, which only speaks, needed none

@@ -63,6 +63,7 @@ import signal
 import termios
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
@@ -205,7 +206,12 @@ class CommandSession:
         """Around the wait before the spawn: a release ends that wait (nothing starts)."""
         self._last_probe = -math.inf
         self._watch_scope = trio.CancelScope(shield=True)
-        self._input_send, self._input_receive = trio.open_memory_channel[bytes](math.inf)
+        self._input: deque[bytes] | None = deque()
+        """Input queued for stdin, in order; ``None`` once nothing more is taken."""
+        self._input_arrived = trio.lowlevel.ParkingLot()
+        self._feeding = False
+        self._helpers: tuple[trio.Nursery, trio.abc.SendStream] | None = None
+        """While the process runs: where its stdin writer starts, and its stdin."""
 
     @property
     def spawned(self) -> SpawnedProcess:
@@ -247,8 +253,22 @@ class CommandSession:
 
     def send_input(self, data: bytes) -> None:
         """Queue ``data`` for the command's stdin; never blocks (dropped once it closed)."""
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            self._input_send.send_nowait(data)
+        if self._input is None:
+            return
+        self._input.append(data)
+        self._input_arrived.unpark_all()
+        self._start_feed()
+
+    def _start_feed(self) -> None:
+        """Start the stdin writer, the first time there is input for a running process.
+
+        Most commands are never sent input: they get no writer task at all.
+        """
+        if self._feeding or self._helpers is None or not self._input:
+            return
+        self._feeding = True
+        nursery, stdin = self._helpers
+        nursery.start_soon(self._feed, stdin)
 
     async def run(
         self,
@@ -287,7 +307,7 @@ class CommandSession:
                 task_status.started()
             await self._supervise(spawned, on_exit)
         finally:
-            self._input_receive.close()
+            self._input = None
             self._changed.unpark_all()
             self.ended.set()
             on_end(self)
@@ -357,7 +377,8 @@ class CommandSession:
             async with trio.open_nursery() as helpers:
                 helpers.start_soon(self._pump, spawned.output)
                 helpers.start_soon(self._watch, spawned, on_exit)
-                helpers.start_soon(self._feed, spawned.stdin)
+                self._helpers = (helpers, spawned.stdin)
+                self._start_feed()  # input sent before the process existed
                 try:
                     await self._release.wait()
                 finally:
@@ -366,7 +387,8 @@ class CommandSession:
                     self._watch_scope.cancel()
                     helpers.cancel_scope.cancel()
         finally:
-            self._input_receive.close()
+            self._helpers = None
+            self._input = None
             self.pull()  # what is still in the pipe waits in the buffer for the report
             self._output_fd = None  # closed next: nobody may read it any more
             with trio.CancelScope(shield=True):
@@ -397,15 +419,20 @@ class CommandSession:
         await on_exit(self)
 
     async def _feed(self, stdin: trio.abc.SendStream) -> None:
-        """Write queued input in order; after a failed write, discard the rest (3.3.3)."""
-        broken = False
-        async for data in self._input_receive:
-            if broken:
+        """Write queued input in order; after a failed write, discard the rest (3.3.3).
+
+        Runs until the session's helpers are cancelled.
+        """
+        while (queued := self._input) is not None:
+            if not queued:
+                await self._input_arrived.park()
                 continue
+            data = queued.popleft()
             try:
                 await stdin.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                broken = True
+                self._input = None  # the rest, and whatever comes later, is dropped
+                return
 
     async def _pump(self, stream: trio.lowlevel.FdStream) -> None:
         """Read the output into the buffer until every writer closed it.
@@ -685,17 +712,21 @@ class CommandSupervisor:
 
         The one-time wait belongs to the Environment, not to the call that happens to
         be first: exec_command waits here outside its timeout (``ctx.untimed``).
+
+        Once the environment is known this returns at once, without a checkpoint. Three
+        steps of every exec_command ask for it (the window, the spawn, the child's
+        environment); each checkpoint cost a pass of the scheduler before the process
+        could start, and the spawn that follows (``nursery.start``) is a schedule point
+        anyway.
         """
-        if not self._shell.login_resolved:
-            await trio.lowlevel.checkpoint()
-            return self._host_env()
-        self.start_login_probe()
-        if not self._probe_started:  # closed before any probe ran: nothing spawns now
-            await trio.lowlevel.checkpoint()
-            return self._host_env()
-        await self._login_ready.wait()
-        assert self._login_env is not None
-        return self._login_env
+        if self._shell.login_resolved:
+            self.start_login_probe()
+            if self._probe_started:  # else: closed before any probe ran, nothing spawns now
+                if not self._login_ready.is_set():
+                    await self._login_ready.wait()
+                assert self._login_env is not None
+                return self._login_env
+        return self._host_env()
 
     async def _arm_watchdog(self) -> None:
         """Have the host's watchdog running before a process is spawned.

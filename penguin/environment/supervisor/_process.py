@@ -94,6 +94,7 @@ from ._proctable import (
     send_signal,
     shared_scan,
     start_of,
+    started_from_now,
 )
 
 __all__ = [
@@ -189,8 +190,11 @@ class SpawnedProcess:
     started_at: float
     """``time.time()`` when it was spawned, for listings."""
     root_started: float = 0.0
-    """The root's start time as process-table entries give it (0 when unknown): every
-    process carrying its marker started no earlier, so older ones need no look."""
+    """A start time, as process-table entries give it, no later than the root's (0 when
+    unknown): every process carrying its marker started no earlier, so older ones need
+    no look. Taken from the clock just before the spawn, not read from the root's
+    ``/proc/<pid>/stat``: that read waits until the root's ``exec`` has finished (1-2 ms
+    for ``bash`` here), and it would wait on the loop's thread."""
 
     @property
     def pid(self) -> int:
@@ -224,6 +228,7 @@ async def spawn_process(
         "env": dict(env),
         "start_new_session": True,
     }
+    since = started_from_now()
     if tty:
         master, slave = _open_pty()
         try:
@@ -248,7 +253,7 @@ async def spawn_process(
             stdin=trio.lowlevel.FdStream(writer),
             tty=True,
             started_at=time.time(),
-            root_started=start_of(process.pid),
+            root_started=_root_started(since, process.pid),
         )
 
     root: RootProcess
@@ -276,8 +281,13 @@ async def spawn_process(
         stdin=stdin,
         tty=False,
         started_at=time.time(),
-        root_started=start_of(root.pid),
+        root_started=_root_started(since, root.pid),
     )
+
+
+def _root_started(since: float, pid: int) -> float:
+    """``since``, the clock's bound taken before the spawn; without one, the root's own."""
+    return since if since else start_of(pid)
 
 
 @final
@@ -352,6 +362,7 @@ async def launch_process(
 
     The command gets the same streams, session and group as from :func:`spawn_process`.
     """
+    since = started_from_now()
     if tty:
         master, slave = _open_pty()
         try:
@@ -364,7 +375,7 @@ async def launch_process(
         if root is None:
             os.close(master)
             return None
-        return _spawned(root, master, os.dup(master), tty=True)
+        return _spawned(root, master, os.dup(master), since, tty=True)
     read_end, write_end = _output_pipe()
     stdin_read, stdin_write = os.pipe()
     try:
@@ -382,10 +393,12 @@ async def launch_process(
         os.close(read_end)
         os.close(stdin_write)
         return None
-    return _spawned(root, read_end, stdin_write, tty=False)
+    return _spawned(root, read_end, stdin_write, since, tty=False)
 
 
-def _spawned(root: RootProcess, output: int, stdin: int, *, tty: bool) -> SpawnedProcess:
+def _spawned(
+    root: RootProcess, output: int, stdin: int, since: float, *, tty: bool
+) -> SpawnedProcess:
     return SpawnedProcess(
         process=root,
         pgid=root.pid,
@@ -393,7 +406,7 @@ def _spawned(root: RootProcess, output: int, stdin: int, *, tty: bool) -> Spawne
         stdin=trio.lowlevel.FdStream(stdin),
         tty=tty,
         started_at=time.time(),
-        root_started=start_of(root.pid),
+        root_started=_root_started(since, root.pid),
     )
 
 

@@ -380,6 +380,64 @@ async def test_spawn_cancelled_mid_start_leaves_nothing(
     assert supervisor.list() == []
 
 
+async def test_20_5_a_known_login_environment_costs_no_checkpoint(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    # The first command waits for the login shell. Afterwards each of the three steps
+    # of a command that asks for the environment gets it without a pass of the
+    # scheduler; a cancelled spawn still starts nothing (the test above).
+    await supervisor.remove(await supervisor.spawn("true", workspace))
+    with trio.testing.assert_no_checkpoints():
+        env = await supervisor.login_environment()
+    assert env["PATH"]
+
+
+class _TaskNames(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+    def writers(self) -> int:
+        return sum(name.endswith("._feed") for name in self.names)
+
+
+async def test_20_1_a_command_gets_its_stdin_writer_with_its_first_input(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    spawned = _TaskNames()
+    trio.lowlevel.add_instrument(spawned)
+    try:
+        session = await start(supervisor, "cat", workspace)
+        assert any(name.endswith("._pump") for name in spawned.names)
+        assert spawned.writers() == 0  # most commands are never sent input
+        supervisor.write(session, "one\n")
+        supervisor.write(session, "two\n")
+        text = await next_line(session)
+        if text == "one\n":  # the two lines may come back in one read or in two
+            text += await next_line(session)
+        assert text == "one\ntwo\n"
+        supervisor.write(session, "three\n")
+        assert await next_line(session) == "three\n"
+        assert spawned.writers() == 1
+    finally:
+        trio.lowlevel.remove_instrument(spawned)
+    await supervisor.remove(session)
+
+
+async def test_20_1_input_sent_before_the_process_exists_is_written_first(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    session = supervisor.launch("cat", workspace, label="cat")  # spawns in its own task
+    supervisor.write(session, "early\n")
+    assert not session.started
+    assert await next_line(session) == "early\n"
+    supervisor.write(session, "late\n")
+    assert await next_line(session) == "late\n"
+    await supervisor.remove(session)
+
+
 LISTEN_UNTIL_A_LINE = (
     f'{PYTHON} -c "import socket, sys, time\n'
     "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"

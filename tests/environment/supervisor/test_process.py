@@ -254,6 +254,24 @@ async def test_the_output_pipe_is_enlarged(tmp_path: Path) -> None:
         await spawned.stdin.aclose()
 
 
+@pytest.mark.parametrize("tty", [False, True])
+async def test_20_5_the_roots_start_bound_is_taken_before_the_spawn(
+    tmp_path: Path, tty: bool
+) -> None:
+    # A clock bound, not a read of the new root's /proc/<pid>/stat (that read waits
+    # for its exec to finish, on the loop's thread). It must never exceed the root's
+    # real start time, or a marked descendant could be passed over by a sweep.
+    before = _proctable.started_from_now()
+    spawned = await spawn_process(["sleep", "5"], cwd=tmp_path, env=dict(os.environ), tty=tty)
+    try:
+        assert 0 < before <= spawned.root_started <= _proctable.start_of(spawned.pid)
+    finally:
+        os.killpg(spawned.pgid, signal.SIGKILL)
+        await spawned.process.wait()
+        await spawned.output.aclose()
+        await spawned.stdin.aclose()
+
+
 @asynccontextmanager
 async def started(
     tmp_path: Path, script: str, owner: str
