@@ -11,11 +11,13 @@ import re
 import shlex
 import shutil
 import sys
+import termios
 import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import trio
 
@@ -450,14 +452,44 @@ async def test_tty_python_repl_via_input_command(env: penguin.Environment) -> No
     assert env.list_background_commands() == []
 
 
+def terminal_echoes(pid: int) -> bool:
+    """Whether the terminal on ``pid``'s stdin echoes input (read from the terminal itself)."""
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        return bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+    finally:
+        os.close(fd)
+
+
+def state_of(pid: int) -> str:
+    """What ``pid`` is doing, for a failure's message: its state and kernel wait."""
+    try:
+        with open(f"/proc/{pid}/wchan") as wchan:
+            waiting = wchan.read()
+    except OSError:
+        waiting = "?"
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error as error:
+        status = repr(error)
+    return f"pid {pid}: {status}, waiting in {waiting!r}"
+
+
 async def test_tty_password_prompt_with_read_s(env: penguin.Environment) -> None:
     cmd = "read -s -p 'Password: ' pw; echo; echo \"got ${#pw} chars\""
-    out = await exec_command(env, cmd, tty=True, yield_time_ms=250)
-    process_id = process_id_in(out.output)
-    assert out.output == "Password: \n" + running_note(process_id)
-    out = await input_command(env, process_id, "hunter2\n")
-    assert "hunter2" not in out.output  # not echoed
-    assert (out.output, out.stop_reason) == ("\r\ngot 7 chars\r\n", "completed")
+    process_id, first = await launch(env, cmd, tty=True)
+    assert await read_until(env, process_id, "Password: ", first) == "Password: "
+    pid = await pid_of(env, process_id)
+    # bash prints the prompt, then turns the echo off: the password goes after that,
+    # as a person types it after seeing the prompt (not after a fixed wait).
+    with trio.move_on_after(10):
+        while terminal_echoes(pid):  # noqa: ASYNC110 - a terminal's mode has no event
+            await trio.sleep(0.01)
+    assert not terminal_echoes(pid), state_of(pid)
+    # The window ends when bash exits: its answer, however slow the machine, not a timer's.
+    out = await input_command(env, process_id, "hunter2\n", yield_time_ms=10_000)
+    assert "hunter2" not in out.output, out.output  # not echoed
+    assert (out.output, out.stop_reason) == ("\r\ngot 7 chars\r\n", "completed"), state_of(pid)
 
 
 async def test_tty_ctrl_c_still_reaches_the_group(env: penguin.Environment) -> None:
