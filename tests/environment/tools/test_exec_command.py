@@ -416,7 +416,7 @@ async def test_4_9_login_environment_resolved_once(
             out = await exec_command(env, 'echo "$PENGUIN_FROM_PROFILE"')
             assert out.output == "profiled\n"
         process_id, first = await launch(env, 'echo "$PENGUIN_FROM_PROFILE"; read x', tty=True)
-        assert first == "profiled\r\n"
+        assert await read_until(env, process_id, "\r\n", first) == "profiled\r\n"
         await kill_command(env, process_id)
     assert logins.read_text() == "login\n"
 
