@@ -201,8 +201,18 @@ def _event_id(frame: bytes) -> str:
     return ""
 
 
-async def drive(client: httpx.AsyncClient, seen: ClientLog) -> None:
-    """One session: create it, run the task, approve every call read from the stream."""
+async def drive(shared: httpx.AsyncClient, seen: ClientLog) -> None:
+    """One session: create it, run the task, approve every call read from the stream.
+
+    With connections of its own, as in ``benchmarks.server`` (see its ``drive_session``).
+    """
+    async with httpx.AsyncClient(
+        base_url=shared.base_url, headers=shared.headers, timeout=shared.timeout
+    ) as client:
+        await _drive(client, seen)
+
+
+async def _drive(client: httpx.AsyncClient, seen: ClientLog) -> None:
     created = await client.post(
         "/api/projects/default_project/agents/default_agent/sessions",
         json={"approvalMode": "always-ask", "sandboxMode": "off"},
