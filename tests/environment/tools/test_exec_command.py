@@ -468,6 +468,7 @@ def state_of(pid: int) -> str:
             waiting = wchan.read()
     except OSError:
         waiting = "?"
+    status: str
     try:
         status = psutil.Process(pid).status()
     except psutil.Error as error:
