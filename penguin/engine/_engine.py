@@ -436,7 +436,6 @@ class Engine:
     ) -> _AttemptEnd:
         calls_send, calls_receive = trio.open_memory_channel[ToolCall](math.inf)
         stream_scope = trio.CancelScope()
-        work_done = trio.Event()
         outcome: LLMOutcome | None = None
         on_interrupt = self._on_interrupt
 
@@ -456,14 +455,11 @@ class Engine:
         async def approvals(first: ToolCall) -> None:
             # Handed its first call, it decides it in its first step, as a task that had
             # waited on the channel from the start would.
-            try:
-                async with trio.open_nursery() as tools:
-                    with calls_receive:
-                        await settle(first, tools)
-                        async for call in calls_receive:
-                            await settle(call, tools)
-            finally:
-                work_done.set()
+            async with trio.open_nursery() as tools:
+                with calls_receive:
+                    await settle(first, tools)
+                    async for call in calls_receive:
+                        await settle(call, tools)
 
         deciding = False  # the approvals task starts with the turn's first tool call
         async with trio.open_nursery() as work:
@@ -498,10 +494,9 @@ class Engine:
                     await emit(usage)
             end = end_request(outcome, attempt, self.reconnect)
             await emit(end.record)
-            if deciding:
-                await work_done.wait()
-            else:
+            if not deciding:
                 calls_receive.close()  # a turn without calls: no task was needed
+            # else leaving the block waits for the approvals task and the calls it started
         return _AttemptEnd(outcome=outcome, interrupted=outcome is None, retry_in=end.retry_in)
 
     async def _settle(

@@ -209,9 +209,8 @@ class CommandSession:
         self._input: deque[bytes] | None = deque()
         """Input queued for stdin, in order; ``None`` once nothing more is taken."""
         self._input_arrived = trio.lowlevel.ParkingLot()
-        self._feeding = False
         self._helpers: tuple[trio.Nursery, trio.abc.SendStream] | None = None
-        """While the process runs: where its stdin writer starts, and its stdin."""
+        """While the process runs without a stdin writer: where one starts, and its stdin."""
 
     @property
     def spawned(self) -> SpawnedProcess:
@@ -264,10 +263,9 @@ class CommandSession:
 
         Most commands are never sent input: they get no writer task at all.
         """
-        if self._feeding or self._helpers is None or not self._input:
+        if self._helpers is None or not self._input:
             return
-        self._feeding = True
-        nursery, stdin = self._helpers
+        (nursery, stdin), self._helpers = self._helpers, None
         nursery.start_soon(self._feed, stdin)
 
     async def run(
