@@ -86,6 +86,12 @@ _TOOL_LISTS_KEPT: Final = 8
 """Encoded tool lists a client keeps (most recently used first)."""
 _TOOLS_PLACEHOLDER: Final = f"\0penguin-tools-{secrets.token_hex(8)}\0"
 _TOOLS_PLACEHOLDER_JSON: Final = json.dumps(_TOOLS_PLACEHOLDER).encode()
+_PROMPTS_KEPT: Final = 8
+"""Encoded system prompts a client keeps (most recently used first)."""
+_PROMPT_KEPT_FROM: Final = 512
+"""Characters from which a system prompt's encoding is kept: below it, encoding is cheap."""
+_PROMPT_PLACEHOLDER: Final = f"\0penguin-prompt-{secrets.token_hex(8)}\0"
+_PROMPT_PLACEHOLDER_JSON: Final = json.dumps(_PROMPT_PLACEHOLDER).encode()
 
 
 @final
@@ -161,6 +167,7 @@ class OpenAIChatLLM:
             )
         self._issued_ids: set[str] = set()
         self._tools_json: list[tuple[tuple[om.ToolDefinition, ...], bytes]] = []
+        self._prompts_json: list[tuple[str, bytes]] = []
 
     @property
     def model(self) -> ModelRef:
@@ -209,11 +216,12 @@ class OpenAIChatLLM:
             await batches.aclose()
 
     def _body(self, request: LLMRequest) -> bytes:
-        """The request body's bytes; the ``tools`` array encoded once per tool list.
+        """The request body's bytes; the tools and a long system prompt encoded once each.
 
-        The array is the same for every request of a session (and of sessions alike),
-        and the bulk of a short conversation's body: it is encoded once, kept, and put
-        where a placeholder stands, so the bytes are exactly those of one encoding.
+        The ``tools`` array and the system prompt are the same for every request of a
+        session (the tools for sessions alike too), and the bulk of a short
+        conversation's body: each is encoded once, kept, and put where a placeholder
+        stands, so the bytes are exactly those of one encoding of the whole.
         """
         options: dict[str, Any] = {
             "model_id": self._model.model_id,
@@ -221,18 +229,48 @@ class OpenAIChatLLM:
             "return_reasoning": self._return_reasoning,
             "extra_body": self._extra_body,
         }
-        if not request.tools or (self._extra_body is not None and "tools" in self._extra_body):
+        extra = self._extra_body or {}
+        prompt = request.system_prompt
+        keep_prompt = len(prompt) >= _PROMPT_KEPT_FROM and "messages" not in extra
+        keep_tools = bool(request.tools) and "tools" not in extra
+        if not keep_prompt and not keep_tools:
             return _encode(chat_completions_body(request, **options))
-        body = chat_completions_body(attrs.evolve(request, tools=()), **options)
-        ordered: dict[str, Any] = {}
-        for key, value in body.items():  # "tools" where chat_completions_body puts it
-            ordered[key] = value
-            if key == "stream_options":
-                ordered["tools"] = _TOOLS_PLACEHOLDER
-        encoded = _encode(ordered)
-        at = encoded.rfind(_TOOLS_PLACEHOLDER_JSON)
-        tools = self._encoded_tools(request.tools)
-        return encoded[:at] + tools + encoded[at + len(_TOOLS_PLACEHOLDER_JSON) :]
+        body = chat_completions_body(
+            attrs.evolve(
+                request,
+                system_prompt=_PROMPT_PLACEHOLDER if keep_prompt else prompt,
+                tools=() if keep_tools else request.tools,
+            ),
+            **options,
+        )
+        if keep_tools:
+            ordered: dict[str, Any] = {}
+            for key, value in body.items():  # "tools" where chat_completions_body puts it
+                ordered[key] = value
+                if key == "stream_options":
+                    ordered["tools"] = _TOOLS_PLACEHOLDER
+            body = ordered
+        encoded = _encode(body)
+        if keep_tools:  # after the messages: the last occurrence
+            at = encoded.rfind(_TOOLS_PLACEHOLDER_JSON)
+            tools = self._encoded_tools(request.tools)
+            encoded = encoded[:at] + tools + encoded[at + len(_TOOLS_PLACEHOLDER_JSON) :]
+        if keep_prompt:  # the first message's content: the first occurrence
+            at = encoded.find(_PROMPT_PLACEHOLDER_JSON)
+            text = self._encoded_prompt(prompt)
+            encoded = encoded[:at] + text + encoded[at + len(_PROMPT_PLACEHOLDER_JSON) :]
+        return encoded
+
+    def _encoded_prompt(self, prompt: str) -> bytes:
+        for index, (known, encoded) in enumerate(self._prompts_json):
+            if known is prompt or known == prompt:
+                if index:  # most recently used first
+                    self._prompts_json.insert(0, self._prompts_json.pop(index))
+                return encoded
+        encoded = _encode(prompt)
+        self._prompts_json.insert(0, (prompt, encoded))
+        del self._prompts_json[_PROMPTS_KEPT:]
+        return encoded
 
     def _encoded_tools(self, tools: tuple[om.ToolDefinition, ...]) -> bytes:
         for index, (known, encoded) in enumerate(self._tools_json):
@@ -404,7 +442,7 @@ def _os_reason(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def _encode(body: Mapping[str, Any]) -> bytes:
+def _encode(body: object) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 

@@ -1,4 +1,4 @@
-"""Issue 20.1d: the request body is encoded with its tool list cached, byte for byte as before."""
+"""Issue 20.1d: the body is encoded with its tools and system prompt kept, byte for byte."""
 
 from __future__ import annotations
 
@@ -24,16 +24,27 @@ def _plain(request: LLMRequest, **options: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+LONG = 'A "long" prompt:\n\t\0 é ✓ \\ </script>\n' * 40
+OTHER = LONG.replace("long", "other")
+
+
 @pytest.mark.parametrize(
     "options",
-    [{}, {"extra_body": {"temperature": 0.5}}, {"extra_body": {"tools": [], "model": "x"}}],
+    [
+        {},
+        {"extra_body": {"temperature": 0.5}},
+        {"extra_body": {"tools": [], "model": "x"}},
+        {"extra_body": {"messages": [{"role": "user", "content": "instead"}]}},
+    ],
 )
 async def test_20_1_d_the_body_is_the_bytes_of_one_plain_encoding(options: dict[str, Any]) -> None:
     async with OpenAIChatLLM(base_url="http://127.0.0.1:9", model_id="m", **options) as client:
-        for tools in [(READ, NOOP), (READ, NOOP), (NOOP,), (), (READ, NOOP)]:
+        prompts = ["be brief", LONG, LONG, OTHER, "", LONG[:600], OTHER]
+        lists = [(READ, NOOP), (READ, NOOP), (NOOP,), (), (READ, NOOP), (), (NOOP,)]
+        for prompt, tools in zip(prompts, lists, strict=True):
             request = LLMRequest(
-                system_prompt="be brief",
-                messages=(om.user_text("hi"),),
+                system_prompt=prompt,
+                messages=(om.user_text("hi " + LONG),),  # the prompt's text in a message too
                 tools=tools,
                 thinking_level="high",
             )
