@@ -48,10 +48,10 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Final, Protocol, Self, TypeAlias, final
+from typing import Any, Final, Generic, Protocol, Self, TypeAlias, TypeVar, final
 
 import attrs
 import httpx
@@ -82,12 +82,11 @@ _MAX_ERROR_BODY: Final = 64 * 1024
 """How much of an error response is read for its message."""
 _DRAIN_GRACE: Final = 0.5
 """Seconds to wait for the end of the body after ``[DONE]`` (to reuse the connection)."""
-_TOOL_LISTS_KEPT: Final = 8
-"""Encoded tool lists a client keeps (most recently used first)."""
+_KEPT: Final = 8
+"""Encoded tool lists, and encoded system prompts, a client keeps of each."""
+_K = TypeVar("_K")
 _TOOLS_PLACEHOLDER: Final = f"\0penguin-tools-{secrets.token_hex(8)}\0"
 _TOOLS_PLACEHOLDER_JSON: Final = json.dumps(_TOOLS_PLACEHOLDER).encode()
-_PROMPTS_KEPT: Final = 8
-"""Encoded system prompts a client keeps (most recently used first)."""
 _PROMPT_KEPT_FROM: Final = 512
 """Characters from which a system prompt's encoding is kept: below it, encoding is cheap."""
 _PROMPT_PLACEHOLDER: Final = f"\0penguin-prompt-{secrets.token_hex(8)}\0"
@@ -166,8 +165,8 @@ class OpenAIChatLLM:
                 ),
             )
         self._issued_ids: set[str] = set()
-        self._tools_json: list[tuple[tuple[om.ToolDefinition, ...], bytes]] = []
-        self._prompts_json: list[tuple[str, bytes]] = []
+        self._tools_json = _Kept[tuple[om.ToolDefinition, ...]](_encoded_tools)
+        self._prompts_json = _Kept[str](_encode)
 
     @property
     def model(self) -> ModelRef:
@@ -253,34 +252,12 @@ class OpenAIChatLLM:
         encoded = _encode(body)
         if keep_tools:  # after the messages: the last occurrence
             at = encoded.rfind(_TOOLS_PLACEHOLDER_JSON)
-            tools = self._encoded_tools(request.tools)
+            tools = self._tools_json.get(request.tools)
             encoded = encoded[:at] + tools + encoded[at + len(_TOOLS_PLACEHOLDER_JSON) :]
         if keep_prompt:  # the first message's content: the first occurrence
             at = encoded.find(_PROMPT_PLACEHOLDER_JSON)
-            text = self._encoded_prompt(prompt)
+            text = self._prompts_json.get(prompt)
             encoded = encoded[:at] + text + encoded[at + len(_PROMPT_PLACEHOLDER_JSON) :]
-        return encoded
-
-    def _encoded_prompt(self, prompt: str) -> bytes:
-        for index, (known, encoded) in enumerate(self._prompts_json):
-            if known is prompt or known == prompt:
-                if index:  # most recently used first
-                    self._prompts_json.insert(0, self._prompts_json.pop(index))
-                return encoded
-        encoded = _encode(prompt)
-        self._prompts_json.insert(0, (prompt, encoded))
-        del self._prompts_json[_PROMPTS_KEPT:]
-        return encoded
-
-    def _encoded_tools(self, tools: tuple[om.ToolDefinition, ...]) -> bytes:
-        for index, (known, encoded) in enumerate(self._tools_json):
-            if known is tools or known == tools:
-                if index:  # most recently used first
-                    self._tools_json.insert(0, self._tools_json.pop(index))
-                return encoded
-        encoded = _encode(chat_completions_body(LLMRequest("", (), tools), model_id="")["tools"])
-        self._tools_json.insert(0, (tools, encoded))
-        del self._tools_json[_TOOL_LISTS_KEPT:]
         return encoded
 
     def _tool_call_id(self, server_id: str | None) -> str:
@@ -444,6 +421,33 @@ def _os_reason(error: BaseException) -> str:
 
 def _encode(body: object) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _encoded_tools(tools: tuple[om.ToolDefinition, ...]) -> bytes:
+    return _encode(chat_completions_body(LLMRequest("", (), tools), model_id="")["tools"])
+
+
+@final
+class _Kept(Generic[_K]):
+    """The encodings of the last :data:`_KEPT` values asked for, most recently used first."""
+
+    __slots__ = ("_encode", "_kept")
+
+    def __init__(self, encode: Callable[[_K], bytes]) -> None:
+        self._encode = encode
+        self._kept: list[tuple[_K, bytes]] = []
+
+    def get(self, value: _K) -> bytes:
+        """``value``'s encoding: the kept one, or a new one that is then kept."""
+        for index, (known, encoded) in enumerate(self._kept):
+            if known is value or known == value:
+                if index:
+                    self._kept.insert(0, self._kept.pop(index))
+                return encoded
+        encoded = self._encode(value)
+        self._kept.insert(0, (value, encoded))
+        del self._kept[_KEPT:]
+        return encoded
 
 
 async def _unwind(chunks: AsyncIterator[bytes]) -> None:
