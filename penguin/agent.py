@@ -43,7 +43,7 @@ import trio
 from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
-from penguin._concurrency import collapse_single
+from penguin._concurrency import collapse_single, run_in_worker
 from penguin._errors import SessionNotFoundError
 from penguin.approval import CommandPolicy
 from penguin.engine import (
@@ -331,7 +331,7 @@ class Agent:
 async def _lock(trace_path: Path, session_id: str, surface: str | None) -> SessionLock:
     """The session's writer lock, beside its trace; SessionLockedError when it is held."""
     path = lock_path(trace_path, session_id)
-    return await trio.to_thread.run_sync(SessionLock.acquire, path, session_id, surface)
+    return await run_in_worker(SessionLock.acquire, path, session_id, surface)
 
 
 def _model_has_vision(agent: Agent, llm: LLM) -> bool:
@@ -413,7 +413,7 @@ async def _assemble(
             ) as environment,
             TraceRecorder.open(writer) as recorder,
         ):
-            values = await trio.to_thread.run_sync(
+            values = await run_in_worker(
                 lambda: cfg.system_prompt_values(
                     workspace_dir=environment.workspace_dir,
                     model_id=llm.model.model_id,

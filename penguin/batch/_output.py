@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, final
 
-import trio
+from penguin._concurrency import run_in_worker
 
 from ._errors import BatchOptionError, ResultsWriteError
 from ._results import BatchResult, recorded_statuses
@@ -108,7 +108,7 @@ class ResultsFile:
             return False
         self.ids.add(result.id)
         try:
-            await trio.to_thread.run_sync(_write_whole, self._fd, result.line())
+            await run_in_worker(_write_whole, self._fd, result.line())
         except OSError as exc:
             self.ids.discard(result.id)
             raise ResultsWriteError(self.path, _reason(exc)) from exc

@@ -39,7 +39,7 @@ import trio
 
 from penguin import config as cfg
 from penguin import protocol as om
-from penguin._concurrency import collapse_single
+from penguin._concurrency import collapse_single, run_in_worker
 from penguin._gc import many_sessions_gc
 from penguin._log import warn
 from penguin.agent import Agent
@@ -297,7 +297,7 @@ class _TaskRunner:
         return attrs.evolve(base, **dict(task.sandbox))
 
     async def _work(self, task: BatchTask, tally: _Tally, task_interrupt: trio.Event) -> None:
-        workspace = await trio.to_thread.run_sync(_prepare_workspace, task, self.agent.paths)
+        workspace = await run_in_worker(_prepare_workspace, task, self.agent.paths)
         tally.workspace = str(workspace)
         provider = task.provider if task.provider is not None else self.settings.provider
         model_id = task.model_id if task.model_id is not None else self.settings.model_id

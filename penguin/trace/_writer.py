@@ -69,6 +69,7 @@ from typing import Final, final
 import attrs
 import trio
 
+from penguin._concurrency import run_in_worker
 from penguin._log import logger as _logger
 
 from .. import protocol as om
@@ -323,9 +324,7 @@ class TraceWriter:
         # No checkpoint before the lock: joining its queue is what fixes the order.
         async with self._lock:
             try:
-                await trio.to_thread.run_sync(
-                    functools.partial(self._append_locked, self.path, self._index, data)
-                )
+                await run_in_worker(self._append_locked, self.path, self._index, data)
             finally:
                 self._publish_failure()
         return True
@@ -375,8 +374,8 @@ class TraceWriter:
             return 0
         async with self._lock:
             try:
-                return await trio.to_thread.run_sync(
-                    functools.partial(self._append_burst_locked, self.path, self._index, encoded)
+                return await run_in_worker(
+                    self._append_burst_locked, self.path, self._index, encoded
                 )
             finally:
                 self._publish_failure()

@@ -41,6 +41,8 @@ import attrs
 import psutil
 import trio
 
+from penguin._concurrency import run_in_worker
+
 __all__ = [
     "OWNER_VARIABLE",
     "ProcessEntry",
@@ -484,7 +486,7 @@ class _SharedScan:
                 self._begun += 1
                 number = self._begun
                 threshold, self._newer_than = self._newer_than, math.inf
-                table = await trio.to_thread.run_sync(read_process_table, threshold)
+                table = await run_in_worker(read_process_table, threshold)
                 self._table, self._finished = table, number
         return self._table
 

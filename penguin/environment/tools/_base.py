@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any, Final, final
 
 import attrs
-import trio
 
+from penguin._concurrency import run_cancellable_in_worker
 from penguin.config import ToolDefinitionConfig
 
 from .._contract import ToolContext, ToolResult
@@ -90,9 +90,15 @@ class FileTool(BuiltinTool):
         sandbox = None if commands is None else commands.sandbox
         return None if sandbox is None else sandbox.write_denial
 
-    async def report(self, ctx: ToolContext, work: Callable[[], FileReport]) -> ToolResult | None:
-        """Run ``work`` in a worker thread; its report is the call's one delta."""
-        report = await trio.to_thread.run_sync(work)
+    async def report(
+        self, ctx: ToolContext, work: Callable[[Callable[[], None]], FileReport]
+    ) -> ToolResult | None:
+        """Run ``work(check)`` in a worker thread; its report is the call's one delta.
+
+        ``check()`` raises ``Cancelled`` once the call is cancelled: ``work`` calls it
+        between its steps (before it commits a write, per chunk of a scan).
+        """
+        report = await run_cancellable_in_worker(work)
         if report.failed:
             fail(report.text)
         await ctx.emit(report.text)

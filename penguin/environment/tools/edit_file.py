@@ -27,8 +27,6 @@ import stat
 from collections.abc import Callable
 from typing import Any, Final, final
 
-import trio
-
 from penguin._errors import PenguinError
 
 from .._contract import ToolContext, ToolResult
@@ -200,14 +198,14 @@ class EditFileTool(FileTool):
         configured = ctx.definition.max_output_length
         return await self.report(
             ctx,
-            lambda: edit_file_blocking(
+            lambda check: edit_file_blocking(
                 workspace=os.path.abspath(ctx.workspace_dir),
                 file_path=file_path,
                 old=old,
                 new=new,
                 replace_all=args.get("replace_all") is True,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
-                before_commit=trio.from_thread.check_cancelled,
+                before_commit=check,
                 sandbox=self.write_check(),
             ),
         )

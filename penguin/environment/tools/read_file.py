@@ -39,7 +39,6 @@ from decimal import Decimal
 from typing import Any, Final, final
 
 import attrs
-import trio
 
 from .._contract import ToolContext, ToolResult
 from ._args import fail
@@ -543,12 +542,12 @@ class ReadFileTool(FileTool):
         configured = ctx.definition.max_output_length
         return await self.report(
             ctx,
-            lambda: read_file_blocking(
+            lambda check: read_file_blocking(
                 workspace=os.path.abspath(ctx.workspace_dir),
                 file_path=file_path,
                 offset=offset,
                 limit=limit,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
-                checkpoint=trio.from_thread.check_cancelled,
+                checkpoint=check,
             ),
         )

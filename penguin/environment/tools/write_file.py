@@ -30,8 +30,6 @@ import stat
 from collections.abc import Callable
 from typing import Any, Final, final
 
-import trio
-
 from .._contract import ToolContext, ToolResult
 from ._args import fail
 from ._base import FileTool
@@ -148,12 +146,12 @@ class WriteFileTool(FileTool):
         configured = ctx.definition.max_output_length
         return await self.report(
             ctx,
-            lambda: write_file_blocking(
+            lambda check: write_file_blocking(
                 workspace=os.path.abspath(ctx.workspace_dir),
                 file_path=file_path,
                 content=content,
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
-                before_commit=trio.from_thread.check_cancelled,
+                before_commit=check,
                 sandbox=self.write_check(),
             ),
         )
