@@ -1,18 +1,26 @@
-"""The lean exchange: model requests to a plain ``http://`` server on h11, pooled per run.
+"""The lean exchange: model requests to a plain ``http://`` server, pooled per run.
 
 What this module owns:
 
 - **When it is used** (:func:`lean_origin`): a base URL whose scheme is ``http`` and no
   proxy in the environment. Every other server (``https://``, proxies, Unix sockets)
   keeps httpx's client and the shared pool of :mod:`._transport`.
-- **The exchange** (:meth:`LeanLease.post`): the request head and body as h11 writes
-  them, the response read through h11's state machine, on a Trio TCP stream. A model
-  client sends thousands of small streamed requests; httpx's client, transport and
-  pool layers cost ~0.55 ms of CPU per request of the ~0.15 ms the HTTP itself takes
-  (``benchmarks/model_exchange.py``), and that was a third of penguin's CPU per batch
-  task. HTTP parsing and framing stay h11's (the library httpcore itself runs on);
-  what is here is the connection handling httpcore would do: keep-alive reuse, expiry,
-  the readability check before a reuse, closing whatever was not read to its end.
+- **The exchange** (:meth:`LeanLease.post`): on a Trio TCP stream, the request as h11
+  writes it (h11 writes and checks its head once per path; each request is that head,
+  its Content-Length and the body), the response read by a small reader of its own
+  while it is plain, by h11 as soon as it is not. A model client sends thousands of
+  small streamed requests; httpx's client, transport and pool layers cost ~0.55 ms of
+  CPU per request of the ~0.15 ms the HTTP itself takes (``benchmarks/model_exchange.py``),
+  and then h11's per-event work was still ~7 % of penguin's CPU in a batch. Plain is a
+  well-formed ``HTTP/1.1`` head in strict grammar (CRLF lines, no folding, no 1xx,
+  204 or 304) with exactly one of ``Transfer-Encoding: chunked`` and one
+  ``Content-Length``, and a chunked body without extensions or trailers: what model
+  servers send. At the first byte that is not (a bare LF, an extension, a trailer, a
+  bad footer, the stream's end too early) the reader hands h11 the head and everything
+  from there, so h11 reads on, or refuses, exactly as it would have from the start.
+  What is here besides is the connection handling httpcore would do: keep-alive
+  reuse, expiry, the readability check before a reuse, closing whatever was not read
+  to its end (or said ``Connection: close``, or sent more than its answer).
 - **The same failures as httpx**: connect, read and write failures and protocol errors
   are raised as the ``httpx`` exceptions httpcore would raise, with its words
   (``Server disconnected without sending a response.``), so the model client's error
@@ -26,7 +34,9 @@ closes the idle connections), like the shared httpx pool.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import select
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -87,11 +97,11 @@ def lean_origin(base_url: str) -> LeanOrigin | None:
 
 @final
 class _Connection:
-    """One kept-alive TCP stream and its h11 state."""
+    """One kept-alive TCP stream and what was received on it but not consumed yet."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.buffer = bytearray()
         self.idle_since = 0.0
 
     def close(self) -> None:
@@ -107,6 +117,16 @@ class _Connection:
             return not poll.poll(0)
         except (OSError, ValueError):
             return False
+
+    async def receive(self, read_timeout: float) -> bytes:
+        """The next bytes from the server (b"" at its end), with httpcore's failures."""
+        with trio.CancelScope(deadline=trio.current_time() + read_timeout) as scope:
+            try:
+                return await self.stream.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
+                raise httpx.ReadError(str(error)) from error
+        assert scope.cancelled_caught
+        raise httpx.ReadTimeout("")
 
 
 @final
@@ -151,28 +171,130 @@ class _Pool:
 _POOL: Final = trio.lowlevel.RunVar[_Pool | None]("penguin_llm_lean_pool", default=None)
 
 
+# ---------------------------------------------------------------------------- the head
+
+
+_STATUS_LINE: Final = re.compile(rb"HTTP/1\.1 ([2-5][0-9][0-9])(?: ([\x20-\x7e\t]*))?")
+_HEADER_LINE: Final = re.compile(
+    rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*((?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?)[ \t]*"
+)
+_CHUNK_HEADER: Final = re.compile(rb"[0-9A-Fa-f]{1,16}\r\n")
+_BARE_BLANK_LINE: Final = re.compile(rb"(?<!\r)\n\r?\n")
+"""A blank line h11 would end a head at, where no CRLF CRLF is."""
+_MAX_INCOMPLETE: Final = 100 * 1024
+"""The most of a head (or chunk header) not yet complete that is kept: httpcore's limit."""
+
+
+@final
+@attrs.frozen
+class _Head:
+    """A response head the lean reader takes as it is (anything else goes to h11)."""
+
+    raw: bytes
+    status_code: int
+    reason: bytes
+    headers: dict[str, str]
+    chunked: bool
+    length: int  # the Content-Length of a body that is not chunked
+    keep_alive: bool
+
+
+def _parse_head(raw: bytes) -> _Head | None:
+    """``raw`` (up to its blank line) when it is plainly a well-formed HTTP/1.1 answer.
+
+    None for anything h11 might read otherwise or refuse: another version, a 1xx,
+    204 or 304, bare CRs or LFs, a header line outside the strict grammar, framing
+    other than exactly one of ``Transfer-Encoding: chunked`` or one ``Content-Length``.
+    """
+    if raw.count(b"\n") != raw.count(b"\r\n") or raw.count(b"\r") != raw.count(b"\r\n"):
+        return None
+    status_line, *lines = raw[:-4].split(b"\r\n")
+    match = _STATUS_LINE.fullmatch(status_line)
+    if match is None:
+        return None
+    status_code = int(match[1])
+    if status_code in (204, 304):
+        return None
+    headers: dict[str, str] = {}
+    framing: list[tuple[str, str]] = []
+    keep_alive = True
+    for line in lines:
+        field = _HEADER_LINE.fullmatch(line)
+        if field is None:
+            return None
+        name = field[1].decode("ascii").lower()
+        value = field[2].decode("ascii")
+        if name in ("content-length", "transfer-encoding"):
+            framing.append((name, value))
+        elif name == "connection" and "close" in (t.strip().lower() for t in value.split(",")):
+            keep_alive = False
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    if len(framing) != 1:
+        return None
+    ((name, value),) = framing
+    if name == "transfer-encoding":
+        if value.lower() != "chunked":
+            return None
+        return _Head(raw, status_code, match[2] or b"", headers, True, 0, keep_alive)
+    if not value.isdigit() or len(value) > 18:
+        return None
+    return _Head(raw, status_code, match[2] or b"", headers, False, int(value), keep_alive)
+
+
+def _h11_after_request() -> h11.Connection:
+    """An h11 client that has sent a POST: ready to read a response as h11 reads it."""
+    state = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_INCOMPLETE)
+    state.send(
+        h11.Request(
+            method=b"POST", target=b"/", headers=[(b"Host", b"h"), (b"Content-Length", b"0")]
+        )
+    )
+    state.send(h11.EndOfMessage())
+    return state
+
+
+# ---------------------------------------------------------------------------- the body
+
+
 @final
 class LeanResponse:
-    """A response whose body is being read: what the model client asks of httpx's."""
+    """A response whose body is being read: what the model client asks of httpx's.
+
+    The body is read by a small reader of its own while it is plain (``chunked``
+    without extensions or trailers, or a ``Content-Length``); at the first thing it
+    does not take (an extension, a trailer, a malformed footer, the end of the stream
+    before the body's), the bytes are handed to h11 from there, so h11 says what it
+    would have said.
+    """
 
     def __init__(
         self,
-        response: h11.Response,
+        head: _Head | h11.Response,
         connection: _Connection,
         release: _Release,
         read_timeout: float,
+        state: h11.Connection | None = None,
     ) -> None:
-        self.status_code = response.status_code
-        self.reason_phrase = response.reason.decode("ascii", errors="ignore")
-        headers: dict[str, str] = {}
-        for name, value in response.headers:
-            key = name.decode("latin-1")
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        self.headers: Mapping[str, str] = headers  # h11 gives the names in lower case
         self._connection = connection
         self._release = release
         self._read_timeout = read_timeout
+        self._state = state  # h11's reader, when it reads the body
+        self._drop = 0  # bytes h11 hands back that the lean reader had handed out
+        if isinstance(head, _Head):
+            self.status_code = head.status_code
+            self.reason_phrase = head.reason.decode("ascii", errors="ignore")
+            self.headers: Mapping[str, str] = head.headers
+            self._head: _Head | None = head
+            return
+        self._head = None
+        self.status_code = head.status_code
+        self.reason_phrase = head.reason.decode("ascii", errors="ignore")
+        headers: dict[str, str] = {}
+        for name, value in head.headers:
+            key = name.decode("latin-1")
+            text = value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        self.headers = headers  # h11 gives the names in lower case
 
     @property
     def is_success(self) -> bool:
@@ -180,15 +302,124 @@ class LeanResponse:
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body's bytes as they arrive; the connection is kept once it is all read."""
-        connection = self._connection
-        while True:
-            event = await _next_event(connection, self._read_timeout)
-            if isinstance(event, h11.Data):
-                if event.data:
-                    yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                self._release(connection, done=True)
+        if self._head is not None:
+            reader = self._head_reader()
+            async for data in reader:
+                yield data
+            if self._state is None:  # read to its end by the lean reader
                 return
+        async for data in self._h11_body():
+            yield data
+
+    async def _head_reader(self) -> AsyncIterator[bytes]:
+        """The lean reader; it returns early, ``self._state`` set, to hand over to h11."""
+        head = self._head
+        assert head is not None
+        connection = self._connection
+        buffer = connection.buffer
+        if not head.chunked:
+            left = head.length
+            handed = 0
+            while left:
+                if not buffer:
+                    data = await connection.receive(self._read_timeout)
+                    if not data:
+                        self._hand_over(b"\0" * handed, handed)
+                        return
+                    buffer += data
+                piece = bytes(buffer[:left])
+                del buffer[:left]
+                left -= len(piece)
+                handed += len(piece)
+                yield piece
+            self._finish(head)
+            return
+        while True:  # at a chunk's header
+            end = buffer.find(b"\r\n")
+            if end < 0:
+                if len(buffer) > _MAX_INCOMPLETE:
+                    self._hand_over(b"", 0)
+                    return
+                data = await connection.receive(self._read_timeout)
+                if not data:
+                    self._hand_over(b"", 0)
+                    return
+                buffer += data
+                continue
+            if _CHUNK_HEADER.fullmatch(buffer, 0, end + 2) is None:
+                self._hand_over(b"", 0)  # an extension, spaces, a bad size: h11's call
+                return
+            size = int(buffer[:end], 16)
+            if size == 0:
+                if buffer[end + 2 : end + 4] != b"\r\n":  # trailers, or not here yet
+                    self._hand_over(b"", 0)
+                    return
+                del buffer[: end + 4]
+                self._finish(head)
+                return
+            del buffer[: end + 2]
+            left = size
+            while left:  # the chunk's data, as it arrives
+                if not buffer:
+                    data = await connection.receive(self._read_timeout)
+                    if not data:
+                        self._hand_over(f"{left:x}\r\n".encode(), 0)
+                        return
+                    buffer += data
+                piece = bytes(buffer[:left])
+                del buffer[:left]
+                left -= len(piece)
+                yield piece
+            while len(buffer) < 2 and buffer == b"\r\n"[: len(buffer)]:
+                data = await connection.receive(self._read_timeout)
+                if not data:
+                    break
+                buffer += data
+            if buffer[:2] != b"\r\n":
+                self._hand_over(b"1\r\n\0", 1)  # h11 is then where the footer is due
+                return
+            del buffer[:2]
+
+    def _finish(self, head: _Head) -> None:
+        """The body was read to its end: keep the connection if the answer allows."""
+        reusable = head.keep_alive and not self._connection.buffer
+        self._release(self._connection, done=reusable)
+
+    def _hand_over(self, filler: bytes, drop: int) -> None:
+        """h11 reads on from here: the head, ``filler`` to put it where the body is, the rest.
+
+        ``filler`` stands for what the lean reader took of the body (its first
+        ``drop`` bytes of data are not handed out again).
+        """
+        assert self._head is not None
+        state = _h11_after_request()
+        buffer = self._connection.buffer
+        state.receive_data(self._head.raw + filler + bytes(buffer))
+        buffer.clear()
+        self._state = state
+        self._drop = drop
+
+    async def _h11_body(self) -> AsyncIterator[bytes]:
+        connection = self._connection
+        state = self._state
+        assert state is not None
+        while True:
+            event = await _next_event(connection, state, self._read_timeout)
+            if isinstance(event, h11.Data):
+                data = bytes(event.data)
+                if self._drop:
+                    cut = min(self._drop, len(data))
+                    self._drop -= cut
+                    data = data[cut:]
+                if data:
+                    yield data
+            elif isinstance(event, h11.EndOfMessage):
+                done = state.our_state is h11.DONE and state.their_state is h11.DONE
+                leftover, _ = state.trailing_data
+                self._release(connection, done=done and not leftover)
+                return
+            elif isinstance(event, h11.Response):
+                pass  # the head again, when h11 took over in the body
             else:  # pragma: no cover - h11 sends nothing else in a body
                 raise httpx.RemoteProtocolError(f"unexpected {type(event).__name__} in a body")
 
@@ -199,7 +430,7 @@ class LeanResponse:
 
 @final
 class _Release:
-    """Hands a connection back to its pool once, kept only when its exchange is done."""
+    """Hands a connection back to its pool once: kept when its exchange ended cleanly."""
 
     def __init__(self, pool: _Pool, key: tuple[str, int]) -> None:
         self._pool = pool
@@ -210,17 +441,16 @@ class _Release:
         if self._released:
             return
         self._released = True
-        state = connection.h11
-        if done and state.our_state is h11.DONE and state.their_state is h11.DONE:
-            state.start_next_cycle()
+        if done:
             self._pool.give_back(self._key, connection)
         else:
             connection.close()
 
 
-async def _next_event(connection: _Connection, read_timeout: float) -> h11.Event:
+async def _next_event(
+    connection: _Connection, state: h11.Connection, read_timeout: float
+) -> h11.Event:
     """h11's next event, reading from the stream as it needs (httpcore's words on errors)."""
-    state = connection.h11
     while True:
         try:
             event = state.next_event()
@@ -231,16 +461,13 @@ async def _next_event(connection: _Connection, read_timeout: float) -> h11.Event
         if event is not h11.NEED_DATA:
             assert isinstance(event, h11.Event)
             return event
-        try:
-            with trio.fail_after(read_timeout):
-                data = await connection.stream.receive_some(_READ_SIZE)
-        except trio.TooSlowError:
-            raise httpx.ReadTimeout("") from None
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
-            raise httpx.ReadError(str(error)) from error
+        data = await connection.receive(read_timeout)
         if not data and state.their_state is h11.SEND_RESPONSE:
             raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
         state.receive_data(data)
+
+
+# ---------------------------------------------------------------------------- the lease
 
 
 @final
@@ -256,7 +483,21 @@ class LeanLease:
             (b"User-Agent", _USER_AGENT.encode("ascii")),
             *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers),
         ]
+        self._prefixes: dict[str, bytes] = {}
         self._lease = RunPoolLease(_POOL, _Pool)
+
+    def _prefix(self, path: str) -> bytes:
+        """The request's head up to its Content-Length, as h11 writes it (h11 checks it once)."""
+        prefix = self._prefixes.get(path)
+        if prefix is None:
+            state = h11.Connection(h11.CLIENT)
+            head = [*self._head, (b"Content-Length", b"0")]
+            written = state.send(h11.Request(method=b"POST", target=path.encode(), headers=head))
+            assert written is not None
+            assert written.endswith(b"Content-Length: 0\r\n\r\n")
+            prefix = written[: -len(b"0\r\n\r\n")]
+            self._prefixes[path] = prefix
+        return prefix
 
     async def post(
         self,
@@ -268,49 +509,74 @@ class LeanLease:
         write_timeout: float,
     ) -> LeanResponse:
         """Send a POST of ``content`` to ``path`` and read the response's head."""
+        data = b"%b%d\r\n\r\n%b" % (self._prefix(path), len(content), content)
         pool = self._lease.pool()
         connection = pool.take(self._key)
         if connection is None:
             connection = await self._connect(connect_timeout)
         release = _Release(pool, self._key)
         try:
-            state = connection.h11
-            head = [*self._head, (b"Content-Length", str(len(content)).encode("ascii"))]
-            data = state.send(h11.Request(method=b"POST", target=path.encode(), headers=head))
-            data = (data or b"") + (state.send(h11.Data(data=content)) or b"")
-            data += state.send(h11.EndOfMessage()) or b""
-            try:
-                with trio.fail_after(write_timeout):
-                    await connection.stream.send_all(data)
-            except trio.TooSlowError:
-                raise httpx.WriteTimeout("") from None
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                # A server may answer (413, say) and close before it has read the whole
-                # request: its answer is read as httpcore reads it; if there is none,
-                # the read says why.
-                pass
-            while True:
-                event = await _next_event(connection, read_timeout)
-                if isinstance(event, h11.Response):
-                    return LeanResponse(event, connection, release, read_timeout)
-                if not isinstance(event, h11.InformationalResponse):  # pragma: no cover
-                    raise httpx.RemoteProtocolError(f"unexpected {type(event).__name__}")
+            # A server may answer (413, say) and close before it has read the whole
+            # request: its answer is read as httpcore reads it; if there is none, the read
+            # says why.
+            broken = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+            with (
+                trio.CancelScope(deadline=trio.current_time() + write_timeout) as scope,
+                contextlib.suppress(*broken),
+            ):
+                await connection.stream.send_all(data)
+            if scope.cancelled_caught:
+                raise httpx.WriteTimeout("")
+            return await _read_head(connection, release, read_timeout)
         except BaseException:
             release(connection, done=False)
             raise
 
     async def _connect(self, connect_timeout: float) -> _Connection:
-        try:
-            with trio.fail_after(connect_timeout):
+        with trio.move_on_after(connect_timeout) as scope:
+            try:
                 stream = await trio.open_tcp_stream(self._origin.host, self._origin.port)
-        except trio.TooSlowError:
-            raise httpx.ConnectTimeout("") from None
-        except OSError as error:
-            raise httpx.ConnectError(str(error)) from error
-        return _Connection(stream)
+            except OSError as error:
+                raise httpx.ConnectError(str(error)) from error
+            return _Connection(stream)
+        assert scope.cancelled_caught
+        raise httpx.ConnectTimeout("")
 
     def aclose(self) -> None:
         """Give the lease back; the last one closes the run's idle connections."""
         last = self._lease.give_back()
         if last is not None:
             last.close()
+
+
+async def _read_head(
+    connection: _Connection, release: _Release, read_timeout: float
+) -> LeanResponse:
+    """The response's head: read by the lean reader when it is plain, else by h11."""
+    buffer = connection.buffer
+    while True:
+        end = buffer.find(b"\r\n\r\n")
+        if end >= 0:
+            raw = bytes(buffer[: end + 4])
+            head = _parse_head(raw)
+            if head is not None:
+                del buffer[: end + 4]
+                return LeanResponse(head, connection, release, read_timeout)
+            break
+        if len(buffer) > _MAX_INCOMPLETE or _BARE_BLANK_LINE.search(buffer):
+            break
+        data = await connection.receive(read_timeout)
+        if not data:
+            break
+        buffer += data
+    # Not plain, or not all there: h11 reads it from the start, as it would have.
+    state = _h11_after_request()
+    if buffer:  # (no bytes would tell h11 the stream ended)
+        state.receive_data(bytes(buffer))
+        buffer.clear()
+    while True:
+        event = await _next_event(connection, state, read_timeout)
+        if isinstance(event, h11.Response):
+            return LeanResponse(event, connection, release, read_timeout, state)
+        if not isinstance(event, h11.InformationalResponse):  # pragma: no cover
+            raise httpx.RemoteProtocolError(f"unexpected {type(event).__name__}")

@@ -84,6 +84,25 @@ async def outcome_of(
     return payloads, response.outcome
 
 
+Outcome = tuple[list[om.Payload], LLMOutcome]
+
+
+async def both_ways(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> tuple[Outcome, Outcome]:
+    """What the client makes of ``serve``'s answer through the lean exchange, then httpx."""
+    async with raw_server(serve) as base_url:
+        lean = await outcome_of(base_url, lean=True, monkeypatch=monkeypatch, read_timeout=0.3)
+        httpx_ = await outcome_of(base_url, lean=False, monkeypatch=monkeypatch, read_timeout=0.3)
+    return lean, httpx_
+
+
+async def ask(llm: OpenAIChatLLM) -> None:
+    """One request, read to its end; it must complete."""
+    async with llm.stream(REQUEST) as response:
+        async for _ in response:
+            pass
+    assert response.outcome.status == "completed"
+
+
 # --------------------------------------------------------------------------- faults
 
 
@@ -135,6 +154,111 @@ async def _whole(stream: trio.SocketStream) -> None:
     await stream.send_all(ok_head() + chunked(BODY) + b"0\r\n\r\n")
 
 
+# The lean reader takes a plain answer itself and hands anything else to h11 where it
+# stands; these answers are each not plain in one place, and must end as httpx ends them.
+
+SSE_HEAD = b"Content-Type: text/event-stream\r\n"
+
+
+def _answer(head: bytes, body: bytes) -> Serve:
+    async def serve(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(head + body)
+
+    return serve
+
+
+def _in_pieces(data: bytes, size: int) -> Serve:
+    async def serve(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        for start in range(0, len(data), size):
+            await stream.send_all(data[start : start + size])
+            await trio.sleep(0.001)
+
+    return serve
+
+
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\n" + SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+FIRST, REST = BODY[:40], BODY[40:]
+ODD_ANSWERS = {
+    "a chunk extension": _answer(
+        CHUNKED_HEAD, f"{len(BODY):x};name=value\r\n".encode() + BODY + b"\r\n0\r\n\r\n"
+    ),
+    "trailers": _answer(CHUNKED_HEAD, chunked(BODY) + b"0\r\nX-Checksum: 1\r\n\r\n"),
+    "a bad chunk footer": _answer(
+        CHUNKED_HEAD, chunked(FIRST)[:-2] + b"XY" + chunked(REST) + b"0\r\n\r\n"
+    ),
+    "a bad chunk size": _answer(CHUNKED_HEAD, chunked(FIRST) + b"zz\r\n" + REST),
+    "cut in a chunk header": _answer(CHUNKED_HEAD, chunked(FIRST) + b"4"),
+    "cut before a chunk footer": _answer(CHUNKED_HEAD, chunked(FIRST)[:-2]),
+    "cut before the last chunk": _answer(CHUNKED_HEAD, chunked(BODY)),
+    "cut in the head": _answer(b"HTTP/1.1 200 OK\r\nContent-Ty", b""),
+    "bare line feeds": _answer(
+        b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\n\n",
+        chunked(BODY) + b"0\r\n\r\n",
+    ),
+    "a folded header": _answer(
+        b"HTTP/1.1 200 OK\r\n"
+        + SSE_HEAD
+        + b"X-Long: a\r\n b\r\n"
+        + f"Content-Length: {len(BODY)}\r\n\r\n".encode(),
+        BODY,
+    ),
+    "HTTP/1.0 to the end of the stream": _answer(b"HTTP/1.0 200 OK\r\n" + SSE_HEAD + b"\r\n", BODY),
+    "100 Continue first": _answer(
+        b"HTTP/1.1 100 Continue\r\n\r\n" + CHUNKED_HEAD, chunked(BODY) + b"0\r\n\r\n"
+    ),
+    "both framings": _answer(
+        b"HTTP/1.1 200 OK\r\n"
+        + SSE_HEAD
+        + b"Content-Length: 3\r\n"
+        + b"Transfer-Encoding: chunked\r\n\r\n",
+        chunked(BODY) + b"0\r\n\r\n",
+    ),
+    "a gzip transfer coding": _answer(
+        b"HTTP/1.1 200 OK\r\n" + SSE_HEAD + b"Transfer-Encoding: gzip\r\n\r\n", BODY
+    ),
+    "a length too long": _answer(
+        b"HTTP/1.1 200 OK\r\n" + SSE_HEAD + b"Content-Length: 99999999999999999999999\r\n\r\n",
+        BODY,
+    ),
+    "a head of 20 KiB": _answer(
+        b"HTTP/1.1 200 OK\r\n" + SSE_HEAD + b"X-Big: " + b"x" * 20_000 + b"\r\n", b""
+    ),
+    "a head of 120 KiB, never ended": _in_pieces(
+        b"HTTP/1.1 200 OK\r\n" + SSE_HEAD + b"X-Big: " + b"x" * 120_000, 30_000
+    ),
+    "an empty reason": _answer(
+        b"HTTP/1.1 200 \r\n" + SSE_HEAD + f"Content-Length: {len(BODY)}\r\n\r\n".encode(), BODY
+    ),
+    "no reason": _answer(
+        b"HTTP/1.1 200\r\n" + SSE_HEAD + f"Content-Length: {len(BODY)}\r\n\r\n".encode(), BODY
+    ),
+    "a byte at a time": _in_pieces(CHUNKED_HEAD + chunked(BODY) + b"0\r\n\r\n", 1),
+    "seven bytes at a time": _in_pieces(CHUNKED_HEAD + chunked(BODY) + b"0\r\n\r\n", 7),
+    "a length, in pieces": _in_pieces(ok_head(len(BODY)) + BODY, 5),
+}
+
+
+async def test_20_1_an_answer_that_says_close_does_not_keep_its_connection() -> None:
+    connections = 0
+
+    async def close_said(stream: trio.SocketStream) -> None:
+        nonlocal connections
+        connections += 1
+        while await read_request(stream):  # the connection stays open, all the same
+            head = b"HTTP/1.1 200 OK\r\nConnection: close\r\n"
+            await stream.send_all(head + f"Content-Length: {len(BODY)}\r\n\r\n".encode() + BODY)
+
+    async with (
+        raw_server(close_said) as base_url,
+        OpenAIChatLLM(base_url=base_url, model_id="m") as llm,
+    ):
+        await ask(llm)
+        await ask(llm)
+    assert connections == 2
+
+
 FAULTS = {
     "no answer": _no_answer,
     "cut in the body": _cut_in_the_body,
@@ -148,15 +272,15 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", [*FAULTS, *ODD_ANSWERS])
 async def test_both_paths_end_a_faulty_server_the_same(
     fault: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with raw_server(FAULTS[fault]) as base_url:
-        lean = await outcome_of(base_url, lean=True, monkeypatch=monkeypatch, read_timeout=0.3)
-        httpx_ = await outcome_of(base_url, lean=False, monkeypatch=monkeypatch, read_timeout=0.3)
+    """Also issue 20.1: every answer the lean reader hands to h11 ends as with httpx."""
+    lean, httpx_ = await both_ways({**FAULTS, **ODD_ANSWERS}[fault], monkeypatch)
     assert lean == httpx_
-    assert (lean[1].status == "completed") is (fault == "whole")
+    if fault in FAULTS:
+        assert (lean[1].status == "completed") is (fault == "whole")
 
 
 async def test_both_paths_say_a_refused_connection_the_same(
@@ -253,10 +377,7 @@ async def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
         OpenAIChatLLM(base_url=base_url, model_id="m") as llm,
     ):
         for _ in range(3):
-            async with llm.stream(REQUEST) as response:
-                async for _ in response:
-                    pass
-            assert response.outcome.status == "completed"
+            await ask(llm)
             await closed.wait()
             closed = trio.Event()  # on loopback the FIN has arrived once close returned
     assert connections == 3
@@ -272,12 +393,6 @@ async def test_the_last_client_closes_the_idle_connections() -> None:
         while await read_request(stream):
             await stream.send_all(ok_head(len(BODY)) + BODY)
         ended.set()  # the client closed its side
-
-    async def ask(llm: OpenAIChatLLM) -> None:
-        async with llm.stream(REQUEST) as response:
-            async for _ in response:
-                pass
-        assert response.outcome.status == "completed"
 
     async with raw_server(keep_alive) as base_url:
         first = OpenAIChatLLM(base_url=base_url, model_id="m")
