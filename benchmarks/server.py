@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -119,6 +120,21 @@ def _cpu(pid: int) -> float:
     return float(times.user + times.system)
 
 
+def _descendants_cpu(pid: int) -> float:
+    """CPU seconds of everything ``pid`` started: its sandboxes and their commands.
+
+    The live descendants' own and ended children's, and the ended children's of ``pid``
+    itself (a session's sandbox lives as long as the session, which the server keeps).
+    """
+    process = psutil.Process(pid)
+    total = process.cpu_times().children_user + process.cpu_times().children_system
+    for child in process.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+    return float(total)
+
+
 def percentile(samples: list[float], q: int) -> float:
     if len(samples) < 2:
         return samples[0] if samples else float("nan")
@@ -146,11 +162,13 @@ async def worker(root: Path, sessions: int, burst: int, mode: str) -> dict[str, 
                     pass
             assert stream.result.status == "completed", stream.result
 
+    own, children = _usage()
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
         for _ in range(sessions):
             nursery.start_soon(one)
     wall = time.perf_counter() - start
+    own_after, children_after = _usage()
     async with agent.session() as session:
         count = 0
         began = time.perf_counter()
@@ -158,7 +176,21 @@ async def worker(root: Path, sessions: int, burst: int, mode: str) -> dict[str, 
             async for _ in stream:
                 count += 1
         rate = count / (time.perf_counter() - began)
-    return {"wall": wall, "rate": rate, "events": count, "rss": peak_rss()}
+    return {
+        "wall": wall,
+        "rate": rate,
+        "events": count,
+        "rss": peak_rss(),
+        "cpu": own_after - own,
+        "children_cpu": children_after - children,
+    }
+
+
+def _usage() -> tuple[float, float]:
+    """This process's CPU seconds, and those of its children that have ended."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 async def run_worker(root: Path, sessions: int, burst: int, mode: str) -> dict[str, float]:
@@ -364,6 +396,7 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
             loaded = Trips()
             lags: list[float] = []
             server_cpu = _cpu(process.pid)
+            server_children = _descendants_cpu(process.pid)
             client_cpu = time.process_time()
             start = time.perf_counter()
             with trio.fail_after(600):
@@ -376,6 +409,7 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
             figures["wall"] = time.perf_counter() - start
             figures["lags"] = lags
             figures["server_cpu"] = _cpu(process.pid) - server_cpu
+            figures["children_cpu"] = _descendants_cpu(process.pid) - server_children
             figures["client_cpu"] = time.process_time() - client_cpu
             figures["alone"] = alone
             figures["loaded"] = loaded
@@ -421,8 +455,12 @@ async def main(quick: bool, mode: str) -> None:
                 f"penguin server benchmark: {sessions} sessions x {calls} exec_command calls,"
                 f" sandbox {mode} (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
             )
+            model_cpu = _cpu(model.pid)
             baseline = await run_worker(base_root, sessions, burst, mode)
+            baseline["model_cpu"] = _cpu(model.pid) - model_cpu
+            model_cpu = _cpu(model.pid)
             server = await run_server(server_root, sessions, subscribers, mode)
+            server["model_cpu"] = _cpu(model.pid) - model_cpu
         finally:
             assert model.stdin is not None
             await model.stdin.aclose()  # the model's process ends when its stdin does
@@ -455,6 +493,22 @@ async def main(quick: bool, mode: str) -> None:
         f"    CPU during (a): server {busy[0]:4.0%} of a core, this client {busy[1]:4.0%}"
         f" (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
     )
+    cores = os.cpu_count() or 1
+    print(f"    the machine's CPU per call ({cores} cores), in ms:")
+    print("                     penguin  sandboxes+commands  client  model  busy")
+    for name, side, client in (
+        ("server", server, server["client_cpu"]),
+        ("baseline", baseline, 0.0),
+    ):
+        own = side["server_cpu"] if name == "server" else side["cpu"]
+        whole = own + side["children_cpu"] + client + side["model_cpu"]
+        per = [
+            1000 * x / len(loaded) for x in (own, side["children_cpu"], client, side["model_cpu"])
+        ]
+        print(
+            f"      {name:<14} {per[0]:7.2f} {per[1]:19.2f} {per[2]:7.2f} {per[3]:6.2f}"
+            f"  {whole / (side['wall'] * cores):4.0%} of the cores"
+        )
     print(f"    approval round trip, alone     p50 {a50:6.2f} ms  p99 {a99:6.2f} ms")
     rss, base_rss = server["rss"] / MB, baseline["rss"] / MB
     print(
