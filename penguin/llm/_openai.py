@@ -82,8 +82,11 @@ _MAX_ERROR_BODY: Final = 64 * 1024
 """How much of an error response is read for its message."""
 _DRAIN_GRACE: Final = 0.5
 """Seconds to wait for the end of the body after ``[DONE]`` (to reuse the connection)."""
-_KEPT: Final = 8
-"""Encoded tool lists, and encoded system prompts, a client keeps of each."""
+_KEPT_TOOLS: Final = 8
+"""Encoded tool lists a client keeps (the sessions of one agent share one list)."""
+_KEPT_PROMPTS: Final = 512
+"""Encoded system prompts a client keeps: one per session (each names its session id and
+workspace), and a batch's client serves every session in flight at once."""
 _K = TypeVar("_K")
 _TOOLS_PLACEHOLDER: Final = f"\0penguin-tools-{secrets.token_hex(8)}\0"
 _TOOLS_PLACEHOLDER_JSON: Final = json.dumps(_TOOLS_PLACEHOLDER).encode()
@@ -165,8 +168,8 @@ class OpenAIChatLLM:
                 ),
             )
         self._issued_ids: set[str] = set()
-        self._tools_json = _Kept[tuple[om.ToolDefinition, ...]](_encoded_tools)
-        self._prompts_json = _Kept[str](_encode)
+        self._tools_json = _Kept[tuple[om.ToolDefinition, ...]](_encoded_tools, _KEPT_TOOLS)
+        self._prompts_json = _Kept[str](_encode, _KEPT_PROMPTS, hashable=True)
 
     @property
     def model(self) -> ModelRef:
@@ -429,24 +432,43 @@ def _encoded_tools(tools: tuple[om.ToolDefinition, ...]) -> bytes:
 
 @final
 class _Kept(Generic[_K]):
-    """The encodings of the last :data:`_KEPT` values asked for, most recently used first."""
+    """The encodings of the last ``bound`` values asked for.
 
-    __slots__ = ("_encode", "_kept")
+    A ``hashable`` kind of value (a prompt) is found in a dict, least recently used
+    first, whatever the bound; any other (a tool list, whose schemas are dicts) by
+    looking for an equal one among the kept, most recently used first (so its bound
+    stays small).
+    """
 
-    def __init__(self, encode: Callable[[_K], bytes]) -> None:
+    __slots__ = ("_bound", "_by_value", "_encode", "_kept")
+
+    def __init__(
+        self, encode: Callable[[_K], bytes], bound: int, *, hashable: bool = False
+    ) -> None:
         self._encode = encode
+        self._bound = bound
+        self._by_value: dict[_K, bytes] | None = {} if hashable else None
         self._kept: list[tuple[_K, bytes]] = []
 
     def get(self, value: _K) -> bytes:
         """``value``'s encoding: the kept one, or a new one that is then kept."""
-        for index, (known, encoded) in enumerate(self._kept):
+        by_value = self._by_value
+        if by_value is not None:
+            encoded = by_value.pop(value, None)
+            if encoded is None:
+                encoded = self._encode(value)
+                if len(by_value) >= self._bound:
+                    del by_value[next(iter(by_value))]  # the least recently used
+            by_value[value] = encoded
+            return encoded
+        for index, (known, kept) in enumerate(self._kept):
             if known is value or known == value:
                 if index:
                     self._kept.insert(0, self._kept.pop(index))
-                return encoded
+                return kept
         encoded = self._encode(value)
         self._kept.insert(0, (value, encoded))
-        del self._kept[_KEPT:]
+        del self._kept[self._bound :]
         return encoded
 
 

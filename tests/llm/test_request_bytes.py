@@ -10,6 +10,7 @@ import pytest
 from penguin import protocol as om
 from penguin.llm import LLMRequest, OpenAIChatLLM
 from penguin.llm._chat_request import chat_completions_body
+from penguin.llm._openai import _Kept
 
 READ = om.ToolDefinition(
     name="read_file",
@@ -49,3 +50,32 @@ async def test_20_1_d_the_body_is_the_bytes_of_one_plain_encoding(options: dict[
                 thinking_level="high",
             )
             assert client._body(request) == _plain(request, **options)
+
+
+def test_20_1_d_the_prompts_of_many_sessions_in_turn_are_each_encoded_once() -> None:
+    """A batch's client serves 64 sessions at once, each with a prompt of its own."""
+    encoded: list[str] = []
+
+    def encode(prompt: str) -> bytes:
+        encoded.append(prompt)
+        return json.dumps(prompt).encode()
+
+    kept = _Kept[str](encode, 512, hashable=True)
+    prompts = [f"{LONG} session {n}" for n in range(64)]
+    for _ in range(6):  # six turns, the sessions interleaved
+        for prompt in prompts:
+            assert kept.get(prompt) == json.dumps(prompt).encode()
+    assert encoded == prompts
+
+
+def test_20_1_d_past_the_bound_the_least_recently_used_prompt_goes() -> None:
+    encoded: list[str] = []
+
+    def encode(prompt: str) -> bytes:
+        encoded.append(prompt)
+        return prompt.encode()
+
+    kept = _Kept[str](encode, 2, hashable=True)
+    for prompt in ("a", "b", "a", "c", "a", "b"):
+        kept.get(prompt)
+    assert encoded == ["a", "b", "c", "b"]  # "b" went for "c"; "a" stayed in use
