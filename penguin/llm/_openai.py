@@ -48,16 +48,17 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Final, Generic, Protocol, Self, TypeAlias, TypeVar, final
+from typing import Any, Final, Protocol, Self, TypeAlias, final
 
 import attrs
 import httpx
 import trio
 
 from penguin import protocol as om
+from penguin._kept import Kept
 
 from ._assemble import StreamAssembler
 from ._chat_request import REASONING_EFFORTS, chat_completions_body
@@ -87,7 +88,6 @@ _KEPT_TOOLS: Final = 8
 _KEPT_PROMPTS: Final = 512
 """Encoded system prompts a client keeps: one per session (each names its session id and
 workspace), and a batch's client serves every session in flight at once."""
-_K = TypeVar("_K")
 _TOOLS_PLACEHOLDER: Final = f"\0penguin-tools-{secrets.token_hex(8)}\0"
 _TOOLS_PLACEHOLDER_JSON: Final = json.dumps(_TOOLS_PLACEHOLDER).encode()
 _PROMPT_KEPT_FROM: Final = 512
@@ -168,8 +168,8 @@ class OpenAIChatLLM:
                 ),
             )
         self._issued_ids: set[str] = set()
-        self._tools_json = _Kept[tuple[om.ToolDefinition, ...]](_encoded_tools, _KEPT_TOOLS)
-        self._prompts_json = _Kept[str](_encode, _KEPT_PROMPTS, hashable=True)
+        self._tools_json = Kept[tuple[om.ToolDefinition, ...], bytes](_encoded_tools, _KEPT_TOOLS)
+        self._prompts_json = Kept[str, bytes](_encode, _KEPT_PROMPTS, hashable=True)
 
     @property
     def model(self) -> ModelRef:
@@ -428,48 +428,6 @@ def _encode(body: object) -> bytes:
 
 def _encoded_tools(tools: tuple[om.ToolDefinition, ...]) -> bytes:
     return _encode(chat_completions_body(LLMRequest("", (), tools), model_id="")["tools"])
-
-
-@final
-class _Kept(Generic[_K]):
-    """The encodings of the last ``bound`` values asked for.
-
-    A ``hashable`` kind of value (a prompt) is found in a dict, least recently used
-    first, whatever the bound; any other (a tool list, whose schemas are dicts) by
-    looking for an equal one among the kept, most recently used first (so its bound
-    stays small).
-    """
-
-    __slots__ = ("_bound", "_by_value", "_encode", "_kept")
-
-    def __init__(
-        self, encode: Callable[[_K], bytes], bound: int, *, hashable: bool = False
-    ) -> None:
-        self._encode = encode
-        self._bound = bound
-        self._by_value: dict[_K, bytes] | None = {} if hashable else None
-        self._kept: list[tuple[_K, bytes]] = []
-
-    def get(self, value: _K) -> bytes:
-        """``value``'s encoding: the kept one, or a new one that is then kept."""
-        by_value = self._by_value
-        if by_value is not None:
-            encoded = by_value.pop(value, None)
-            if encoded is None:
-                encoded = self._encode(value)
-                if len(by_value) >= self._bound:
-                    del by_value[next(iter(by_value))]  # the least recently used
-            by_value[value] = encoded
-            return encoded
-        for index, (known, kept) in enumerate(self._kept):
-            if known is value or known == value:
-                if index:
-                    self._kept.insert(0, self._kept.pop(index))
-                return kept
-        encoded = self._encode(value)
-        self._kept.insert(0, (value, encoded))
-        del self._kept[self._bound :]
-        return encoded
 
 
 async def _unwind(chunks: AsyncIterator[bytes]) -> None:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, final
@@ -70,6 +71,7 @@ import attrs
 import trio
 
 from penguin._concurrency import run_in_worker
+from penguin._kept import Kept
 from penguin._log import logger as _logger
 
 from .. import protocol as om
@@ -112,8 +114,44 @@ def is_recordable(message: om.OmniMessage[om.Payload]) -> bool:
 
 
 def encode_record(message: om.OmniMessage[om.Payload]) -> bytes:
-    r"""The bytes of one record: compact JSON, ``\n``, UTF-8 (lone surrogates escaped)."""
-    return (om.dumps(message) + "\n").encode("utf-8", "backslashreplace")
+    r"""The bytes of one record: compact JSON, ``\n``, UTF-8 (lone surrogates escaped).
+
+    A ``tool_list_ready`` record (15 KB for the built-in tools, in every session) takes
+    its tool list's JSON from the last few lists encoded, spliced in where the empty
+    list is: the same text as encoding it whole, at a tenth of the CPU.
+    """
+    payload = message.payload
+    if isinstance(payload, om.ToolListReadyPayload) and payload.tools:
+        text = _tool_list_record(message, payload)
+    else:
+        text = om.dumps(message)
+    return (text + "\n").encode("utf-8", "backslashreplace")
+
+
+_EMPTY_LIST_END: Final = '"tools":[]}}'
+_LIST_PREFIX: Final = '{"type":"tool_list_ready","tools":'
+
+
+def _tool_list_json(tools: tuple[om.ToolDefinition, ...]) -> str:
+    """The JSON text of ``tools`` as a record holds it."""
+    payload = om.dumps(
+        om.OmniMessage(timestamp="", type="event_msg", payload=om.ToolListReadyPayload(tools=tools))
+    )
+    start = payload.index(_LIST_PREFIX) + len(_LIST_PREFIX)
+    return payload[start:-2]
+
+
+_TOOL_LISTS: Final = Kept[tuple[om.ToolDefinition, ...], str](_tool_list_json, 8)
+_TOOL_LISTS_LOCK: Final = threading.Lock()  # Trio runs in several threads may record at once
+
+
+def _tool_list_record(message: om.OmniMessage[om.Payload], payload: om.ToolListReadyPayload) -> str:
+    bare = om.dumps(attrs.evolve(message, payload=attrs.evolve(payload, tools=())))
+    if not bare.endswith(_EMPTY_LIST_END):  # a shape this splice does not know: whole
+        return om.dumps(message)
+    with _TOOL_LISTS_LOCK:
+        tools = _TOOL_LISTS.get(payload.tools)
+    return f'{bare[: -len(_EMPTY_LIST_END)]}"tools":{tools}}}}}'
 
 
 @final

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from penguin import protocol as om
+from penguin._kept import Kept
 from penguin.llm import LLMRequest, OpenAIChatLLM
 from penguin.llm._chat_request import chat_completions_body
-from penguin.llm._openai import _Kept
 
 READ = om.ToolDefinition(
     name="read_file",
@@ -60,7 +60,7 @@ def test_20_1_d_the_prompts_of_many_sessions_in_turn_are_each_encoded_once() -> 
         encoded.append(prompt)
         return json.dumps(prompt).encode()
 
-    kept = _Kept[str](encode, 512, hashable=True)
+    kept = Kept[str, bytes](encode, 512, hashable=True)
     prompts = [f"{LONG} session {n}" for n in range(64)]
     for _ in range(6):  # six turns, the sessions interleaved
         for prompt in prompts:
@@ -75,7 +75,7 @@ def test_20_1_d_past_the_bound_the_least_recently_used_prompt_goes() -> None:
         encoded.append(prompt)
         return prompt.encode()
 
-    kept = _Kept[str](encode, 2, hashable=True)
+    kept = Kept[str, bytes](encode, 2, hashable=True)
     for prompt in ("a", "b", "a", "c", "a", "b"):
         kept.get(prompt)
     assert encoded == ["a", "b", "c", "b"]  # "b" went for "c"; "a" stayed in use

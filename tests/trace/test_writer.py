@@ -11,6 +11,7 @@ import random
 import stat
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -611,3 +612,26 @@ async def test_21_4_append_keeps_the_first_failure_and_still_raises(tmp_path: Pa
     with pytest.raises(OSError, match="File exists"):
         await writer.append(om.user_text("lost too"))
     assert writer.failure is first
+
+
+def _plain_record(message: om.OmniMessage[om.Payload]) -> bytes:
+    return (om.dumps(message) + "\n").encode("utf-8", "backslashreplace")
+
+
+def test_20_1_a_tool_list_record_is_the_bytes_of_one_plain_encoding() -> None:
+    """tool_list_ready splices in its tool list's kept JSON: the bytes must not change."""
+    odd = om.ToolDefinition(
+        name="odd",
+        description='quotes " and \\ and \0, é ✓, a lone \udc80 surrogate, </script>',
+        parameters={"type": "object", "properties": {"x": {"type": "string", "enum": ["é"]}}},
+    )
+    plain = om.ToolDefinition(name="plain", description="Nothing.")
+    lists = [(odd, plain), (odd, plain), (plain,), (odd,), (odd, plain), ()]
+    for tools in lists:
+        message = om.tool_list_ready(tools)
+        assert encode_record(message) == _plain_record(message)
+    # an equal list of other objects, and a record with an origin, come out the same
+    copy = tuple(om.ToolDefinition(name=t.name, description=t.description) for t in lists[2])
+    assert encode_record(om.tool_list_ready(copy)) == _plain_record(om.tool_list_ready(copy))
+    tagged = attrs.evolve(om.tool_list_ready(lists[0]), origin=("child",))
+    assert encode_record(tagged) == _plain_record(tagged)
