@@ -179,8 +179,8 @@ _HEADER_LINE: Final = re.compile(
     rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*((?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?)[ \t]*"
 )
 _CHUNK_HEADER: Final = re.compile(rb"[0-9A-Fa-f]{1,16}\r\n")
-_BARE_BLANK_LINE: Final = re.compile(rb"(?<!\r)\n\r?\n")
-"""A blank line h11 would end a head at, where no CRLF CRLF is."""
+_BLANK_LINE: Final = re.compile(rb"\n\r?\n")
+"""Where h11 ends a head (with no CRLF CRLF in the buffer, a blank line of bare LFs)."""
 _MAX_INCOMPLETE: Final = 100 * 1024
 """The most of a head (or chunk header) not yet complete that is kept: httpcore's limit."""
 
@@ -563,7 +563,7 @@ async def _read_head(
                 del buffer[: end + 4]
                 return LeanResponse(head, connection, release, read_timeout)
             break
-        if len(buffer) > _MAX_INCOMPLETE or _BARE_BLANK_LINE.search(buffer):
+        if len(buffer) > _MAX_INCOMPLETE or _BLANK_LINE.search(buffer):
             break
         data = await connection.receive(read_timeout)
         if not data:

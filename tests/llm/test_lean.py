@@ -168,6 +168,17 @@ def _answer(head: bytes, body: bytes) -> Serve:
     return serve
 
 
+def _answer_and_stay(head: bytes, body: bytes) -> Serve:
+    """An answer, and the connection kept open: its end is only what its head says."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(head + body)
+        await trio.sleep_forever()
+
+    return serve
+
+
 def _in_pieces(data: bytes, size: int) -> Serve:
     async def serve(stream: trio.SocketStream) -> None:
         await read_request(stream)
@@ -196,6 +207,10 @@ ODD_ANSWERS = {
     "bare line feeds": _answer(
         b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\n\n",
         chunked(BODY) + b"0\r\n\r\n",
+    ),
+    "a CRLF, then a bare line feed": _answer_and_stay(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 36\r\n\n",
+        b'{"error": {"message": "overloaded"}}',
     ),
     "a folded header": _answer(
         b"HTTP/1.1 200 OK\r\n"
