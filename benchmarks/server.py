@@ -127,7 +127,8 @@ def _descendants_cpu(pid: int) -> float:
     itself (a session's sandbox lives as long as the session, which the server keeps).
     """
     process = psutil.Process(pid)
-    total = process.cpu_times().children_user + process.cpu_times().children_system
+    own = process.cpu_times()
+    total = own.children_user + own.children_system
     for child in process.children(recursive=True):
         with contextlib.suppress(psutil.Error):
             times = child.cpu_times()

@@ -256,6 +256,16 @@ def _h11_after_request() -> h11.Connection:
 # ---------------------------------------------------------------------------- the body
 
 
+def _joined_headers(response: h11.Response) -> dict[str, str]:
+    """h11's headers as the model client reads them (h11 gives the names in lower case)."""
+    headers: dict[str, str] = {}
+    for name, value in response.headers:
+        key = name.decode("latin-1")
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
+
+
 @final
 class LeanResponse:
     """A response whose body is being read: what the model client asks of httpx's.
@@ -280,21 +290,12 @@ class LeanResponse:
         self._read_timeout = read_timeout
         self._state = state  # h11's reader, when it reads the body
         self._drop = 0  # bytes h11 hands back that the lean reader had handed out
-        if isinstance(head, _Head):
-            self.status_code = head.status_code
-            self.reason_phrase = head.reason.decode("ascii", errors="ignore")
-            self.headers: Mapping[str, str] = head.headers
-            self._head: _Head | None = head
-            return
-        self._head = None
         self.status_code = head.status_code
         self.reason_phrase = head.reason.decode("ascii", errors="ignore")
-        headers: dict[str, str] = {}
-        for name, value in head.headers:
-            key = name.decode("latin-1")
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        self.headers = headers  # h11 gives the names in lower case
+        self._head = head if isinstance(head, _Head) else None
+        self.headers: Mapping[str, str] = (
+            head.headers if isinstance(head, _Head) else _joined_headers(head)
+        )
 
     @property
     def is_success(self) -> bool:
@@ -319,18 +320,17 @@ class LeanResponse:
         buffer = connection.buffer
         if not head.chunked:
             left = head.length
-            handed = 0
             while left:
                 if not buffer:
                     data = await connection.receive(self._read_timeout)
                     if not data:
+                        handed = head.length - left
                         self._hand_over(b"\0" * handed, handed)
                         return
                     buffer += data
                 piece = bytes(buffer[:left])
                 del buffer[:left]
                 left -= len(piece)
-                handed += len(piece)
                 yield piece
             self._finish(head)
             return
