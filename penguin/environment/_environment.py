@@ -534,7 +534,8 @@ class Environment:
                 final = message
 
         await trio.lowlevel.checkpoint()
-        await self._run_call(call, interrupt, approve, keep_final)
+        # Only the final message is kept: the partial ones are never built.
+        await self._run_call(call, interrupt, approve, keep_final, partials=False)
         assert final is not None, "every call ends with a complete tool_call_output"
         return final
 
@@ -566,21 +567,25 @@ class Environment:
         interrupt: trio.Event | None,
         approve: om.ApproveFn | None,
         sink: Sink,
+        *,
+        partials: bool = True,
     ) -> None:
+        """Run ``call``, handing its messages to ``sink`` (without ``partials``: the final only)."""
         payload = call.payload
         call_id = payload.tool_call_id
-        await sink(om.partial_tool_call_output("start", "", call_id))
+        if partials:
+            await sink(om.partial_tool_call_output("start", "", call_id))
         tool: Tool | None = self._tools.get(payload.name)
         if tool is None and self._mcp is not None:
             if self._mcp.results is None and payload.name.startswith("mcp__"):
                 await self._mcp.connect()  # called before any list_tools(): connect now
             tool = self._mcp.get(payload.name)
         if tool is None:
-            await _fail_fast(sink, call_id, f"Unknown tool: {payload.name}")
+            await _fail_fast(sink, call_id, f"Unknown tool: {payload.name}", partials)
             return
         args = parse_arguments(payload.name, payload.arguments)
         if isinstance(args, str):
-            await _fail_fast(sink, call_id, args)
+            await _fail_fast(sink, call_id, args, partials)
             return
         run = _CallRun(
             tool,
@@ -591,14 +596,16 @@ class Environment:
             workspace=self.workspace_dir,
             archive_root=self._archive_root,
             interrupts=self._interrupts,
+            partials=partials,
         )
         await run.run(args)
 
 
-async def _fail_fast(sink: Sink, call_id: str, text: str) -> None:
+async def _fail_fast(sink: Sink, call_id: str, text: str, partials: bool) -> None:
     """The four-message failure shape: start (already sent), delta, stop, complete."""
-    await sink(om.partial_tool_call_output("delta", text, call_id))
-    await sink(om.partial_tool_call_output("stop", "", call_id, "failed"))
+    if partials:
+        await sink(om.partial_tool_call_output("delta", text, call_id))
+        await sink(om.partial_tool_call_output("stop", "", call_id, "failed"))
     await sink(om.tool_call_output(text, call_id, "failed"))
 
 
@@ -617,8 +624,10 @@ class _CallRun:
         workspace: Path,
         archive_root: Path | None,
         interrupts: _InterruptWatcher,
+        partials: bool = True,
     ) -> None:
         self.tool = tool
+        self.partials = partials
         self.definition = tool.definition
         self.call_id = call_id
         self.interrupt = interrupt
@@ -663,7 +672,8 @@ class _CallRun:
         async with self.lock:
             visible = self.output.accept(text)
             if visible:
-                await self.sink(om.partial_tool_call_output("delta", visible, self.call_id))
+                if self.partials:
+                    await self.sink(om.partial_tool_call_output("delta", visible, self.call_id))
                 self.output.sent(visible)
 
     async def forward(self, message: Message) -> None:
@@ -697,12 +707,12 @@ class _CallRun:
     async def run(self, args: dict[str, Any]) -> None:
         timeout_ms = self.definition.timeout_ms
         deadline = trio.current_time() + timeout_ms / 1000 if timeout_ms > 0 else math.inf
-        interrupt_scope = trio.CancelScope()
         timeout_scope = self.timeout_scope = trio.CancelScope(deadline=deadline)
         interrupt = self.interrupt
-        if interrupt is None:
-            returned, error = await self._execute(args, interrupt_scope, timeout_scope)
+        if interrupt is None:  # nothing can interrupt it: one scope less to enter
+            returned, error = await self._execute(args, None, timeout_scope)
         else:
+            interrupt_scope = trio.CancelScope()
             done = self.interrupts.watch(interrupt, interrupt_scope)
             try:
                 returned, error = await self._execute(args, interrupt_scope, timeout_scope)
@@ -734,11 +744,12 @@ class _CallRun:
         )
         assert closing.stop_reason == stop_reason
         sink, call_id = self.sink, self.call_id
-        for delta in closing.deltas:
-            await sink(om.partial_tool_call_output("delta", delta, call_id))
-        if closing.images:
-            await sink(om.partial_tool_call_output("delta", "", call_id, images=closing.images))
-        await sink(om.partial_tool_call_output("stop", "", call_id, closing.stop_reason))
+        if self.partials:
+            for delta in closing.deltas:
+                await sink(om.partial_tool_call_output("delta", delta, call_id))
+            if closing.images:
+                await sink(om.partial_tool_call_output("delta", "", call_id, images=closing.images))
+            await sink(om.partial_tool_call_output("stop", "", call_id, closing.stop_reason))
         await sink(
             om.tool_call_output(closing.output, call_id, closing.stop_reason, closing.images)
         )
@@ -746,13 +757,17 @@ class _CallRun:
     async def _execute(
         self,
         args: dict[str, Any],
-        interrupt_scope: trio.CancelScope,
+        interrupt_scope: trio.CancelScope | None,
         timeout_scope: trio.CancelScope,
     ) -> tuple[object, BaseException | None]:
-        """Run the tool inside the two scopes; return what it returned or raised."""
+        """Run the tool inside the scopes; return what it returned or raised."""
         try:
-            with interrupt_scope, timeout_scope:
-                return await self.tool.execute(args, self.ctx), None
+            if interrupt_scope is None:
+                with timeout_scope:
+                    return await self.tool.execute(args, self.ctx), None
+            else:
+                with interrupt_scope, timeout_scope:
+                    return await self.tool.execute(args, self.ctx), None
         except Exception as exc:
             return None, exc
         return None, None  # a scope caught its own cancellation

@@ -195,6 +195,40 @@ async def test_1_3_configured_name_without_implementation_is_unknown(tmp_path: P
     )
 
 
+async def streams_then_replaces(args: dict[str, Any], ctx: ToolContext) -> None:
+    await ctx.emit("abc")
+    await ctx.forward(om.tool_call_output("xyz", "any"))  # does not extend what streamed
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "limit", "name", "raw"),
+    [
+        (emits("a", "b"), 16_000, "script", "{}"),
+        (emits("x" * 50, "y" * 50), 30, "script", "{}"),  # truncated while it streams
+        (
+            emits("partial", result=ToolResult(stop_reason="failed", note="[why]")),
+            0,
+            "script",
+            "{}",
+        ),
+        (streams_then_replaces, 16_000, "script", "{}"),  # a complete output that does not fit
+        (emits("never"), 16_000, "nope", "{}"),  # unknown tool: the fail-fast shape
+        (emits("never"), 16_000, "script", "{oops"),  # invalid JSON: the fail-fast shape
+    ],
+)
+async def test_1_1_call_tool_returns_the_streams_complete_message(
+    tmp_path: Path, behaviour: Behaviour, limit: int, name: str, raw: str
+) -> None:
+    """call_tool builds no partial messages, and its final is the stream's, byte for byte."""
+    tool = ScriptTool(behaviour, max_output_length=limit)
+    async with penguin.Environment.open(config(tmp_path, tool)) as env:
+        streamed = await collect(env, om.tool_call(name, raw, "c1"))
+        returned = await env.call_tool(om.tool_call(name, raw, "c1"))
+    final = streamed[-1]
+    assert isinstance(final.payload, om.ToolCallOutputPayload)
+    assert attrs.evolve(returned, timestamp=final.timestamp) == final
+
+
 @pytest.mark.parametrize("raw", ["", "   ", "\n\t"])
 async def test_1_4_empty_arguments(tmp_path: Path, raw: str) -> None:
     tool = ScriptTool(emits("never"))

@@ -62,7 +62,6 @@ import os
 import signal
 import termios
 import time
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -705,6 +704,10 @@ class CommandSupervisor:
             self._login_env = resolved if resolved is not None else dict(self._host_env())
             self._login_ready.set()
 
+    def _login_known(self) -> bool:
+        """Whether :meth:`login_environment` would return at once (no wait to time)."""
+        return not self._shell.login_resolved or self._login_ready.is_set()
+
     async def login_environment(self) -> Mapping[str, str]:
         """The base environment of every command: wait for the login probe if needed.
 
@@ -759,7 +762,7 @@ class CommandSupervisor:
 
     def _new_process_id(self) -> str:
         while True:
-            candidate = f"proc-{uuid.uuid4().hex[:8]}"
+            candidate = f"proc-{os.urandom(4).hex()}"
             if candidate not in self._registry:
                 return candidate
 
@@ -920,8 +923,9 @@ class CommandSupervisor:
         group is ended. Raises :class:`SpawnError` when the command cannot start
         (:class:`SupervisorClosedError` once this supervisor is closed).
         """
-        async with untimed():
-            await self.login_environment()
+        if not self._login_known():
+            async with untimed():
+                await self.login_environment()
         session = await self.spawn(cmd, cwd, tty=tty)
         try:
             exited = await self.collect(session, window, emit)
