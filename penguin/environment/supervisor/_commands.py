@@ -233,7 +233,8 @@ class CommandSession:
         A session whose process has not started yet never starts it.
         """
         self._release.set()
-        self._unstarted.cancel()
+        if self._spawned is None:  # nothing waits in the scope once it started
+            self._unstarted.cancel()
 
     def send_signal(self, signum: int) -> None:
         """Signal the command's process group; never lost, never misdirected.
@@ -647,6 +648,7 @@ class CommandSupervisor:
         self.grace = grace
         """Seconds between SIGTERM and SIGKILL for sessions spawned from now on (4.11)."""
         self._login_env: dict[str, str] | None = None
+        self._kept_environment: tuple[Mapping[str, str], ProxyPolicy, dict[str, str]] | None = None
         self._login_ready = trio.Event()
         self._probe_started = False
         self._closed = False
@@ -747,13 +749,26 @@ class CommandSupervisor:
                     "process be killed, the commands it started keep running"
                 )
 
+    def _shared_environment(self, base: Mapping[str, str]) -> Mapping[str, str]:
+        """:func:`child_environment` of ``base`` without an owner, kept while it holds.
+
+        Every command of this supervisor shares it but for its owner marker, which
+        comes last (as ``child_environment``'s ``owner`` does). It is made again when
+        the base (the login environment, or a fresh read of the host's) or the proxy
+        policy, which is asked for at every spawn (4.10), changed.
+        """
+        policy = self._proxy()
+        kept = self._kept_environment
+        if kept is None or kept[0] is not base or kept[1] != policy:
+            kept = (base, policy, child_environment(base, proxy=policy, vault=self._vault))
+            self._kept_environment = kept
+        return kept[2]
+
     def _environment_for(self, owner: str) -> Callable[[], Awaitable[Mapping[str, str]]]:
         async def environment() -> Mapping[str, str]:
             base = await self.login_environment()
             await self._arm_watchdog()
-            env = child_environment(
-                base, proxy=self._proxy(), vault=self._vault, owner={OWNER_VARIABLE: owner}
-            )
+            env = {**self._shared_environment(base), OWNER_VARIABLE: owner}
             if self.sandbox is not None:  # its TMPDIR over the vault's and the login's
                 env = {**env, **self.sandbox.environment()}
             return env
