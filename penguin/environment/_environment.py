@@ -523,7 +523,8 @@ class Environment:
         """Run one call to the end and return its complete ``tool_call_output``.
 
         The same contract as :meth:`execute_tool`, without the stream: the call runs
-        in the caller's task and only its final message is kept.
+        in the caller's task and only its final message is made (the same message as
+        the stream's last; the partial ones are not built at all).
         """
         self._check_open()
         final: om.OmniMessage[om.ToolCallOutputPayload] | None = None
