@@ -763,15 +763,14 @@ class _CallRun:
     ) -> tuple[object, BaseException | None]:
         """Run the tool inside the scopes; return what it returned or raised."""
         try:
-            if interrupt_scope is None:
-                with timeout_scope:
-                    return await self.tool.execute(args, self.ctx), None
-            else:
-                with interrupt_scope, timeout_scope:
-                    return await self.tool.execute(args, self.ctx), None
+            with interrupt_scope or _NO_SCOPE, timeout_scope:
+                return await self.tool.execute(args, self.ctx), None
         except Exception as exc:
             return None, exc
         return None, None  # a scope caught its own cancellation
 
+
+_NO_SCOPE: Final = contextlib.nullcontext()
+"""In place of an interrupt scope for a call that nothing can interrupt (reusable)."""
 
 _OPEN_TOKEN: Final = object()
