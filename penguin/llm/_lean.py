@@ -199,6 +199,14 @@ class _Head:
     keep_alive: bool
 
 
+def _add_header(headers: dict[str, str], name: str, value: str) -> None:
+    """Add one field; a repeated one is joined with ``", "``, as httpx's ``Headers`` reads it.
+
+    Both heads, the lean reader's and h11's, go through here, so they agree.
+    """
+    headers[name] = f"{headers[name]}, {value}" if name in headers else value
+
+
 def _parse_head(raw: bytes) -> _Head | None:
     """``raw`` (up to its blank line) when it is plainly a well-formed HTTP/1.1 answer.
 
@@ -228,7 +236,7 @@ def _parse_head(raw: bytes) -> _Head | None:
             framing.append((name, value))
         elif name == "connection" and "close" in (t.strip().lower() for t in value.split(",")):
             keep_alive = False
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        _add_header(headers, name, value)
     if len(framing) != 1:
         return None
     ((name, value),) = framing
@@ -260,9 +268,7 @@ def _joined_headers(response: h11.Response) -> dict[str, str]:
     """h11's headers as the model client reads them (h11 gives the names in lower case)."""
     headers: dict[str, str] = {}
     for name, value in response.headers:
-        key = name.decode("latin-1")
-        text = value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        _add_header(headers, name.decode("latin-1"), value.decode("latin-1"))
     return headers
 
 
