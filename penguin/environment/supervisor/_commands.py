@@ -227,6 +227,11 @@ class CommandSession:
         """Whether the process was spawned (even if the caller was cancelled meanwhile)."""
         return self._spawned is not None
 
+    @property
+    def released(self) -> bool:
+        """Whether the session was asked to end (:meth:`release`)."""
+        return self._release.is_set()
+
     def release(self) -> None:
         """Ask the session task to end the process tree (idempotent, never blocks).
 
@@ -884,6 +889,17 @@ class CommandSupervisor:
         """End a session and wait until nothing it started is left."""
         self.discard(session)
         await session.ended.wait()
+
+    async def wait_released(self) -> None:
+        """Wait until every session let go of so far has ended.
+
+        Let go of: discarded, removed, evicted or swept. Ending one runs in its own task
+        after whoever let it go moved on: a foreground command that exited in its
+        window, for one, is ended (its group checked, its streams closed) after the
+        call returned (3.2.9). Sessions still registered are not waited for.
+        """
+        for session in [s for s in self._live if s.released]:
+            await session.ended.wait()
 
     async def kill_by_id(self, process_id: str) -> bool:
         """Host surface: kill one registered command; ``False`` if unknown."""

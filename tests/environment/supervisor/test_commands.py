@@ -22,6 +22,7 @@ from penguin.environment.supervisor import (
     BackgroundReport,
     CommandSession,
     CommandSupervisor,
+    Exited,
     ExitStatus,
     SupervisorClosedError,
     report_label,
@@ -148,6 +149,32 @@ async def test_4_3_idle_sweep_removes_sessions_unaccessed_for_ten_days(
         finally:
             await commands.aclose()
             nursery.cancel_scope.cancel()
+
+
+# ---------------------------------------------------------------------------- 3.2.9
+
+
+async def test_3_2_9_wait_released_returns_once_an_exited_commands_group_is_ended(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    kept = await start(supervisor, "sleep 1000", workspace)  # registered: not waited for
+    chunks: list[str] = []
+
+    async def emit(text: str) -> None:
+        chunks.append(text)
+
+    # The root exits at once; its child stays in the group until the session ends it,
+    # which happens in the session's task after run_window returned.
+    ended = await supervisor.run_window(
+        "sleep 1000 >/dev/null & echo $!", workspace, window=5, emit=emit
+    )
+    assert isinstance(ended, Exited)
+    child = int("".join(chunks))
+    with trio.fail_after(10):
+        await supervisor.wait_released()
+    assert not alive(child)
+    assert kept.running
+    await supervisor.remove(kept)
 
 
 # ---------------------------------------------------------------------------- 4.5
