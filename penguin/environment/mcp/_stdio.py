@@ -164,7 +164,7 @@ async def open_stdio_server(
         process=process,
         pgid=process.pid,
         output=cast(trio.lowlevel.FdStream, process.stdout),
-        stdin=process.stdin,
+        stdin=cast(trio.lowlevel.FdStream, process.stdin),
         tty=False,
         started_at=time.time(),
     )

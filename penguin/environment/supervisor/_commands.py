@@ -394,14 +394,14 @@ class CommandSession:
             self._input = None
             self.pull()  # what is still in the pipe waits in the buffer for the report
             self._output_fd = None  # closed next: nobody may read it any more
-            with trio.CancelScope(shield=True):
-                await _close_quietly(spawned)
+            _close_quietly(spawned)
 
     async def _end(self, spawned: SpawnedProcess) -> None:
         with trio.move_on_after(self.grace + _RELEASE_MARGIN) as scope:
             await end_process_tree(spawned, self.owner, self.exited, grace=self.grace)
-            with trio.move_on_after(POST_EXIT_DRAIN * 4):
-                await self.output_closed.wait()
+            if not self.output_closed.is_set():
+                with trio.move_on_after(POST_EXIT_DRAIN * 4):
+                    await self.output_closed.wait()
         if scope.cancelled_caught and not self.exited.is_set():
             # A root stuck beyond SIGKILL's reach; once it is reaped its group id may be
             # reused, so only an unreaped root's group is signalled.
@@ -447,10 +447,10 @@ class CommandSession:
         fd = stream.fileno()
         try:
             while not self.output_closed.is_set():
-                if self._read_chunk(fd):
-                    await trio.lowlevel.checkpoint()
-                else:
+                if not self._read_chunk(fd):
                     await trio.lowlevel.wait_readable(fd)
+                elif not self.output_closed.is_set():  # the end needs no turn of its own
+                    await trio.lowlevel.checkpoint()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
@@ -605,10 +605,11 @@ def _os_error_text(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-async def _close_quietly(spawned: SpawnedProcess) -> None:
+def _close_quietly(spawned: SpawnedProcess) -> None:
+    """Close the command's streams now (no checkpoint: a closing session has no use for one)."""
     for stream in (spawned.stdin, spawned.output):
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            await stream.aclose()
+        with contextlib.suppress(OSError):
+            stream.close()
 
 
 @final

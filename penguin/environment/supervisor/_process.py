@@ -184,7 +184,7 @@ class SpawnedProcess:
     """Its process group (equal to its pid: it leads a new session)."""
     output: trio.lowlevel.FdStream
     """Merged stdout and stderr, or the pty master in tty mode."""
-    stdin: trio.abc.SendStream
+    stdin: trio.lowlevel.FdStream
     """Writes reach the command's standard input (the pty in tty mode)."""
     tty: bool
     started_at: float
@@ -257,7 +257,7 @@ async def spawn_process(
         )
 
     root: RootProcess
-    stdin: trio.abc.SendStream
+    stdin: trio.lowlevel.FdStream
     read_end, write_end = _output_pipe()
     try:
         if _HAS_PIDFD:
@@ -267,7 +267,7 @@ async def spawn_process(
             started = await trio.lowlevel.open_process(
                 list(argv), stdin=subprocess.PIPE, stdout=write_end, stderr=write_end, **options
             )
-            assert started.stdin is not None
+            assert isinstance(started.stdin, trio.lowlevel.FdStream)  # a pipe, on Unix
             root, stdin = started, started.stdin
     except BaseException:
         os.close(read_end)
