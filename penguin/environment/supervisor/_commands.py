@@ -865,7 +865,7 @@ class CommandSupervisor:
         self._registry.add(session.process_id, session, now)
         if not self._sweeping:
             self._sweeping = True
-            self._nursery.start_soon(self._sweep_idle)
+            self._nursery.start_soon(self._sweep_idle, now)
         session.registered = True
         return session.process_id
 
@@ -1054,11 +1054,21 @@ class CommandSupervisor:
 
     # ------------------------------------------------------------------ lifetime
 
-    async def _sweep_idle(self) -> None:
+    async def _sweep_idle(self, since: float) -> None:
+        """Drop the sessions idle for :data:`IDLE_REAP_AFTER`, hourly from ``since`` (4.3).
+
+        ``since`` is the first registration: the hours count from then, not from when
+        this task first runs, which may be after the clock moved on.
+        """
+        due = since + IDLE_SWEEP_INTERVAL
         while True:
-            await trio.sleep(IDLE_SWEEP_INTERVAL)
-            for process_id in self._registry.idle_keys(trio.current_time(), IDLE_REAP_AFTER):
+            await trio.sleep_until(due)
+            now = trio.current_time()
+            for process_id in self._registry.idle_keys(now, IDLE_REAP_AFTER):
                 self._drop(process_id)
+            due = (
+                since + (math.floor((now - since) / IDLE_SWEEP_INTERVAL) + 1) * IDLE_SWEEP_INTERVAL
+            )
 
     def _kill_at_exit(self) -> None:
         """The host process exits with this supervisor still open: SIGKILL it all now (4.11).

@@ -151,6 +151,24 @@ async def test_4_3_idle_sweep_removes_sessions_unaccessed_for_ten_days(
             nursery.cancel_scope.cancel()
 
 
+async def test_4_3_the_hourly_sweep_counts_from_the_first_registration(
+    mock_clock: trio.testing.MockClock, workspace: Path
+) -> None:
+    mock_clock.rate = 1.0
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        try:
+            session = await commands.spawn("sleep 1000", workspace)
+            commands.register(session)  # starts the sweep's task, which has not run yet
+            mock_clock.jump(10 * DAY + 3600)  # before it runs: its first hour is long past
+            with trio.fail_after(5):
+                await session.ended.wait()
+            assert listed(commands) == []
+        finally:
+            await commands.aclose()
+            nursery.cancel_scope.cancel()
+
+
 # ---------------------------------------------------------------------------- 3.2.9
 
 
