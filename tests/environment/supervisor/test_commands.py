@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,9 @@ def new_supervisor(nursery: trio.Nursery, cap: int = 3) -> CommandSupervisor:
     )
 
 
-@pytest.fixture
-async def supervisor() -> AsyncIterator[CommandSupervisor]:
+@asynccontextmanager
+async def open_supervisor() -> AsyncIterator[CommandSupervisor]:
+    """A supervisor in a nursery of its own, closed (every session ended) on the way out."""
     async with trio.open_nursery() as nursery:
         commands = new_supervisor(nursery)
         try:
@@ -58,6 +60,12 @@ async def supervisor() -> AsyncIterator[CommandSupervisor]:
         finally:
             await commands.aclose()
             nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def supervisor() -> AsyncIterator[CommandSupervisor]:
+    async with open_supervisor() as commands:
+        yield commands
 
 
 async def start(commands: CommandSupervisor, cmd: str, cwd: Path) -> CommandSession:
@@ -133,40 +141,30 @@ async def test_4_3_idle_sweep_removes_sessions_unaccessed_for_ten_days(
     mock_clock: trio.testing.MockClock, workspace: Path
 ) -> None:
     mock_clock.rate = 1.0  # real processes: let virtual time run with real time
-    async with trio.open_nursery() as nursery:
-        commands = new_supervisor(nursery)
-        try:
-            old = await start(commands, "sleep 1000", workspace)
-            fresh = await start(commands, "sleep 1000", workspace)
-            mock_clock.jump(9 * DAY)
-            assert commands.get(fresh.process_id) is fresh
-            assert listed(commands) == [old.process_id, fresh.process_id]  # listing: no refresh
-            mock_clock.jump(DAY + 3600)  # the hourly sweep runs 10 days and 1 hour in
-            with trio.fail_after(5):
-                await old.ended.wait()
-            assert listed(commands) == [fresh.process_id]
-            assert fresh.running
-        finally:
-            await commands.aclose()
-            nursery.cancel_scope.cancel()
+    async with open_supervisor() as commands:
+        old = await start(commands, "sleep 1000", workspace)
+        fresh = await start(commands, "sleep 1000", workspace)
+        mock_clock.jump(9 * DAY)
+        assert commands.get(fresh.process_id) is fresh
+        assert listed(commands) == [old.process_id, fresh.process_id]  # listing: no refresh
+        mock_clock.jump(DAY + 3600)  # the hourly sweep runs 10 days and 1 hour in
+        with trio.fail_after(5):
+            await old.ended.wait()
+        assert listed(commands) == [fresh.process_id]
+        assert fresh.running
 
 
 async def test_4_3_the_hourly_sweep_counts_from_the_first_registration(
     mock_clock: trio.testing.MockClock, workspace: Path
 ) -> None:
     mock_clock.rate = 1.0
-    async with trio.open_nursery() as nursery:
-        commands = new_supervisor(nursery)
-        try:
-            session = await commands.spawn("sleep 1000", workspace)
-            commands.register(session)  # starts the sweep's task, which has not run yet
-            mock_clock.jump(10 * DAY + 3600)  # before it runs: its first hour is long past
-            with trio.fail_after(5):
-                await session.ended.wait()
-            assert listed(commands) == []
-        finally:
-            await commands.aclose()
-            nursery.cancel_scope.cancel()
+    async with open_supervisor() as commands:
+        session = await commands.spawn("sleep 1000", workspace)
+        commands.register(session)  # starts the sweep's task, which has not run yet
+        mock_clock.jump(10 * DAY + 3600)  # before it runs: its first hour is long past
+        with trio.fail_after(5):
+            await session.ended.wait()
+        assert listed(commands) == []
 
 
 # ---------------------------------------------------------------------------- 3.2.9
@@ -495,28 +493,23 @@ async def test_4_14_probe_at_most_every_five_seconds_and_an_empty_result_clears(
     mock_clock: trio.testing.MockClock, workspace: Path
 ) -> None:
     mock_clock.rate = 1.0
-    async with trio.open_nursery() as nursery:
-        commands = new_supervisor(nursery)
-        try:
-            session = await start(commands, LISTEN_UNTIL_A_LINE, workspace)
-            port = int((await next_line(session)).split()[1])
-            await commands.probe_services()
-            [listed_once] = commands.list()
-            assert listed_once.service_url == f"http://localhost:{port}"
+    async with open_supervisor() as commands:
+        session = await start(commands, LISTEN_UNTIL_A_LINE, workspace)
+        port = int((await next_line(session)).split()[1])
+        await commands.probe_services()
+        [listed_once] = commands.list()
+        assert listed_once.service_url == f"http://localhost:{port}"
 
-            commands.write(session, "\n")  # the port closes
-            assert await next_line(session) == "closed\n"
-            await commands.probe_services()  # too soon: the old value stays
-            [listed_twice] = commands.list()
-            assert listed_twice.service_url == f"http://localhost:{port}"
+        commands.write(session, "\n")  # the port closes
+        assert await next_line(session) == "closed\n"
+        await commands.probe_services()  # too soon: the old value stays
+        [listed_twice] = commands.list()
+        assert listed_twice.service_url == f"http://localhost:{port}"
 
-            mock_clock.jump(5)
-            await commands.probe_services()  # nothing listens now: cleared
-            [listed_again] = commands.list()
-            assert listed_again.service_url is None
-        finally:
-            await commands.aclose()
-            nursery.cancel_scope.cancel()
+        mock_clock.jump(5)
+        await commands.probe_services()  # nothing listens now: cleared
+        [listed_again] = commands.list()
+        assert listed_again.service_url is None
 
 
 # ---------------------------------------------------------------------------- issue 9, items 5-6
