@@ -41,6 +41,20 @@ Registration happens only when a command outlives its window or is launched in t
 background; a foreground command that ends inside its window is never registered
 and its group is ended right away (3.2.9).
 
+A foreground command in pipe mode (no terminal, no sandbox: the common case) has no
+task of its own while its window runs. :meth:`CommandSupervisor.run_window` starts it
+in the caller's task, and the caller's :meth:`CommandSession.collect` is its pump and
+its watcher: each of its waits is one wait on an epoll set holding the root's pidfd
+and the output pipe, after which it reaps an exited root and reads what the pipe
+holds. When the window ends, whichever way (the command exited, it outlived the
+window, the caller was cancelled, or the session was released meanwhile), the session
+is *handed over*: the epoll set is closed and the session's task starts, which pumps,
+watches and ends the tree exactly as for a session spawned in its own task. The hand
+over is one synchronous step, so no byte is between the caller's last read and the
+pump's first. A command that ends in its window thus costs its caller one wake-up
+instead of three tasks' worth of scheduling (the session, its pump and its watcher),
+which is most of what penguin adds to a short command's latency.
+
 A signal for a session is never lost, whatever state its process is in: before the
 process exists (a background launch waiting for the login environment, or being
 spawned) it is kept on the session and sent the moment the process does; while the
@@ -59,11 +73,12 @@ import contextlib
 import fcntl
 import math
 import os
+import select
 import signal
 import termios
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -84,6 +99,7 @@ from ._process import (
     end_process_tree,
     kill_marked,
     launch_process,
+    pollable_child,
     signal_group,
     spawn_process,
     sweep_marked,
@@ -169,7 +185,9 @@ class Running:
 class CommandSession:
     """One shell command and everything it started.
 
-    Output arrives in :attr:`buffer`; :attr:`exited` is set when the foreground
+    Its task (:meth:`run`, or :meth:`adopt` for a process the caller started and
+    watched itself, :meth:`watch_inline`) pumps, watches and ends it. Output arrives
+    in :attr:`buffer`; :attr:`exited` is set when the foreground
     process ends (or when it could not be started: :attr:`exit_status` then carries the
     spawn error); :attr:`output_closed` when every writer of the output closed it.
     """
@@ -210,6 +228,10 @@ class CommandSession:
         self._input_arrived = trio.lowlevel.ParkingLot()
         self._helpers: tuple[trio.Nursery, trio.abc.SendStream] | None = None
         """While the process runs without a stdin writer: where one starts, and its stdin."""
+        self._inline: _InlineWatch | None = None
+        """While the caller's task watches the process (:meth:`watch_inline`)."""
+        self._adopt: Callable[[], None] | None = None
+        """Starts the session's task once the caller hands the session over."""
 
     @property
     def spawned(self) -> SpawnedProcess:
@@ -240,6 +262,12 @@ class CommandSession:
         self._release.set()
         if self._spawned is None:  # nothing waits in the scope once it started
             self._unstarted.cancel()
+        inline = self._inline
+        if inline is not None:  # the session's task ends it: wake the caller to hand over
+            if inline.waiting is not None:
+                inline.waiting.cancel()
+            else:
+                self.hand_over()
 
     def send_signal(self, signum: int) -> None:
         """Signal the command's process group; never lost, never misdirected.
@@ -310,10 +338,73 @@ class CommandSession:
                 task_status.started()
             await self._supervise(spawned, on_exit)
         finally:
-            self._input = None
-            self._changed.unpark_all()
-            self.ended.set()
-            on_end(self)
+            self._finish(on_end)
+
+    async def adopt(
+        self,
+        on_exit: Callable[[CommandSession], Awaitable[None]],
+        on_end: Callable[[CommandSession], None],
+    ) -> None:
+        """The session's task for a process its caller started and watched (:meth:`watch_inline`).
+
+        It takes over from :meth:`hand_over`: pumps what is left of the output,
+        watches a root that still runs, and ends the tree on release, as :meth:`run`.
+        """
+        try:
+            await self._supervise(self.spawned, on_exit)
+        finally:
+            self._finish(on_end)
+
+    def _finish(self, on_end: Callable[[CommandSession], None]) -> None:
+        self._input = None
+        self._changed.unpark_all()
+        self.ended.set()
+        on_end(self)
+
+    def watch_inline(
+        self,
+        spawned: SpawnedProcess,
+        reap: Callable[[], int | None] | None,
+        adopt: Callable[[], None],
+    ) -> None:
+        """Let the caller's task watch ``spawned`` until it calls :meth:`hand_over`.
+
+        Until then there is no task: :meth:`wait_for_change` waits for the root's exit
+        and the output itself, ``reap`` (:func:`~._process.pollable_child`) reaps the
+        exited root, and ``adopt`` starts the session's task (:meth:`adopt`) at the
+        hand over. Without ``reap`` (a root only its own ``wait`` may reap) or a pidfd
+        (the kernel's limit on open files, say) the session is handed over at once.
+        """
+        self._started(spawned)
+        self.attach_output(spawned.output.fileno())
+        self._adopt = adopt
+        if reap is None:
+            self.hand_over()
+            return
+        try:
+            self._inline = _InlineWatch(spawned.pid, spawned.output.fileno(), reap)
+        except OSError:
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        """Hand a session its caller watched over to the session's task (idempotent).
+
+        Synchronous: nothing reads the output between the caller's last read and the
+        task's pump. Called when the caller's window ends, whichever way, and by
+        :meth:`release` when nobody waits in :meth:`wait_for_change`.
+        """
+        inline, self._inline = self._inline, None
+        if inline is not None:
+            inline.close()
+        adopt, self._adopt = self._adopt, None
+        if adopt is None:
+            return
+        try:
+            adopt()
+        except BaseException:  # no task can start (a closed nursery): nothing may survive
+            if not self.exited.is_set():
+                signal_group(self.spawned.pgid, signal.SIGKILL)
+            raise
 
     async def _spawn(
         self,
@@ -330,7 +421,7 @@ class CommandSession:
         if self._release.is_set():
             return None
         try:
-            try:
+            with _spawn_errors():
                 spawned = None
                 if sandbox is not None:  # the sandbox's spawner starts it, in its namespaces
                     spawned = await launch_process(
@@ -344,22 +435,21 @@ class CommandSession:
                     spawned = await spawn_process(
                         argv, cwd=self.cwd, env=env, tty=tty, executable=executable
                     )
-            except OSError as exc:
-                raise SpawnError(_os_error_text(exc)) from exc
-            except ValueError as exc:  # an embedded NUL byte in the command, cwd or env
-                raise SpawnError(str(exc)) from exc
         except SpawnError as exc:
             if not background:
                 raise
             self._never_started(str(exc))
             return None
+        self._started(spawned)
+        return spawned
+
+    def _started(self, spawned: SpawnedProcess) -> None:
         self._spawned = spawned
         # Signals sent while the process did not exist yet: now it does (no checkpoint
         # since the spawn returned, so none can have been missed in between).
         pending, self._pending_signals = self._pending_signals, []
         for signum in pending:
             signal_group(spawned.pgid, signum)
-        return spawned
 
     def _never_started(self, error: str) -> None:
         self.exit_status = ExitStatus(spawn_error=error)
@@ -378,8 +468,13 @@ class CommandSession:
         self.attach_output(spawned.output.fileno())
         try:
             async with trio.open_nursery() as helpers:
-                helpers.start_soon(self._pump, spawned.output)
-                helpers.start_soon(self._watch, spawned, on_exit)
+                # (Both are always started but for a session its caller watched: see adopt.)
+                if not self.output_closed.is_set():
+                    helpers.start_soon(self._pump, spawned.output)
+                if not self.exited.is_set():
+                    helpers.start_soon(self._watch, spawned, on_exit)
+                elif self.report_label is not None:  # its report is owed (3.13.1)
+                    helpers.start_soon(on_exit, self)
                 self._helpers = (helpers, spawned.stdin)
                 self._start_feed()  # input sent before the process existed
                 try:
@@ -574,8 +669,42 @@ class CommandSession:
         return True
 
     async def wait_for_change(self) -> None:
-        """Sleep until new output, the exit, the end of output or the end of the session."""
+        """Sleep until new output, the exit, the end of output or the end of the session.
+
+        While the caller watches the process (:meth:`watch_inline`) this is where the
+        output is read and the exited root reaped: one wait on the epoll set, then
+        what it reports. A release meanwhile wakes it, and the session is handed over.
+        """
+        inline = self._inline
+        if inline is not None and not self._release.is_set():
+            inline.waiting = scope = trio.CancelScope()
+            try:
+                with scope:
+                    await trio.lowlevel.wait_readable(inline.fileno)
+            finally:
+                inline.waiting = None
+            if not self._release.is_set():
+                self._take_events(inline)
+                return
+        if inline is not None:  # released: its task ends the tree and sees the exit
+            self.hand_over()
+            return
         await self._changed.park()
+
+    def _take_events(self, inline: _InlineWatch) -> None:
+        """Reap the root if it exited, read the output if it is readable (no waiting)."""
+        for fd, _ in inline.epoll.poll(0):
+            if fd == inline.pidfd:
+                inline.epoll.unregister(fd)  # readable for good once it exited
+                status = inline.reap()
+                if status is not None:
+                    self.exit_status = ExitStatus.from_returncode(status)
+                    self.exited.set()
+                    self._changed.unpark_all()
+            elif self.output_closed.is_set() or (
+                self._read_chunk(fd) and self.output_closed.is_set()
+            ):
+                inline.epoll.unregister(fd)  # at its end it is readable for good
 
     def printed_url(self) -> str | None:
         """The last local URL the command printed, if any (4.14)."""
@@ -592,8 +721,55 @@ class CommandSession:
         return True
 
 
+@final
+class _InlineWatch:
+    """A caller's watch over its foreground command: one epoll set of the root's pidfd and output.
+
+    Trio waits on the set's own descriptor, which is readable while either is.
+    Raises ``OSError`` when a descriptor cannot be opened.
+    """
+
+    __slots__ = ("epoll", "fileno", "pidfd", "reap", "waiting")
+
+    def __init__(self, pid: int, output: int, reap: Callable[[], int | None]) -> None:
+        self.pidfd = os.pidfd_open(pid)
+        try:
+            self.epoll = select.epoll(2)
+        except BaseException:
+            os.close(self.pidfd)
+            raise
+        try:
+            self.epoll.register(self.pidfd, select.EPOLLIN)
+            self.epoll.register(output, select.EPOLLIN)
+        except BaseException:
+            self.close()
+            raise
+        self.fileno = self.epoll.fileno()
+        self.reap = reap
+        self.waiting: trio.CancelScope | None = None
+        """Around the caller's wait, for a release to wake it."""
+
+    def close(self) -> None:
+        self.epoll.close()
+        os.close(self.pidfd)
+
+
 def _decoder() -> Callable[[bytes, bool], str]:
     return codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+
+
+@contextlib.contextmanager
+def _spawn_errors() -> Iterator[None]:
+    """Raise a spawn's ``OSError`` or ``ValueError`` as :class:`SpawnError`.
+
+    (A ``ValueError``: a NUL byte in the command, the cwd or the environment.)
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise SpawnError(_os_error_text(exc)) from exc
+    except ValueError as exc:
+        raise SpawnError(str(exc)) from exc
 
 
 def _os_error_text(exc: OSError) -> str:
@@ -827,14 +1003,50 @@ class CommandSupervisor:
         self._nursery.start_soon(self._session_task(session, tty, background=True))
         return session
 
-    def _session_task(
-        self, session: CommandSession, tty: bool, *, background: bool
-    ) -> Callable[..., Awaitable[None]]:
-        """The session's task, counted live from now on (for ``nursery.start``/``start_soon``)."""
+    async def _spawn_watched(self, cmd: str, cwd: Path) -> CommandSession:
+        """Start ``cmd`` (unregistered) for the caller to watch: see ``watch_inline``.
+
+        Pipe mode without a sandbox, which is what :meth:`run_window` uses it for. The
+        process is started in the caller's task; a cancelled caller starts nothing.
+        Raises :class:`SpawnError` as :meth:`spawn` does.
+        """
+        if self._closed:
+            raise SupervisorClosedError
+        session = self._new_session(cmd, cwd)
+        self._count_live(session)
+        try:
+            env = await self._environment_for(session.owner)()
+            if self._closed:
+                raise SupervisorClosedError
+            with _spawn_errors():
+                spawned = await spawn_process(
+                    (*self._shell.argv, cmd),
+                    cwd=cwd,
+                    env=env,
+                    tty=False,
+                    executable=self._shell.executable,
+                )
+        except BaseException:
+            session.ended.set()  # nothing started (aclose may be waiting for it)
+            self._live.discard(session)
+            raise
+        reap = pollable_child(spawned.process)
+        adopt = partial(self._nursery.start_soon, session.adopt, self._on_exit, self._live.discard)
+        session.watch_inline(spawned, reap, adopt)
+        return session
+
+    def _count_live(self, session: CommandSession) -> None:
+        """Count ``session`` live from now on: :meth:`aclose` waits for it to end."""
         self._live.add(session)
         if not self._spawned_any:
             self._sweep_since = started_from_now()  # every marked process starts later
         self._spawned_any = True
+
+    def _session_task(
+        self, session: CommandSession, tty: bool, *, background: bool
+    ) -> Callable[..., Awaitable[None]]:
+        """The session's task, counted live from now on (for ``nursery.start``/``start_soon``)."""
+        self._count_live(session)
         return partial(
             session.run,
             (*self._shell.argv, session.cmd),
@@ -958,12 +1170,17 @@ class CommandSupervisor:
         if not self._login_known():
             async with untimed():
                 await self.login_environment()
-        session = await self.spawn(cmd, cwd, tty=tty)
+        if tty or self.sandbox is not None:
+            session = await self.spawn(cmd, cwd, tty=tty)
+        else:  # watched from this task while the window runs (the module's docstring)
+            session = await self._spawn_watched(cmd, cwd)
         try:
             exited = await self.collect(session, window, emit)
         except BaseException:
             self.discard(session)  # interrupt or timeout: the whole group goes
             raise
+        finally:
+            session.hand_over()  # its task pumps, watches and ends it from now on
         if not exited:
             return Running(self.register(session))
         self.discard(session)  # an unregistered session that ended: reap its group

@@ -108,6 +108,7 @@ __all__ = [
     "end_process_tree",
     "kill_marked",
     "launch_process",
+    "pollable_child",
     "signal_group",
     "spawn_process",
     "sweep_marked",
@@ -325,6 +326,10 @@ class _Child:
             os.close(child_stdin)
         return cls(popen), trio.lowlevel.FdStream(stdin)
 
+    def poll(self) -> int | None:
+        """Reap it if it exited (never blocks): its status, or ``None`` while it runs."""
+        return self._popen.poll()
+
     async def wait(self) -> int:
         """Wait for the exit, reap, return the status (``-N`` for signal N)."""
         if self._popen.returncode is None:
@@ -334,6 +339,17 @@ class _Child:
             await trio.lowlevel.checkpoint()
         assert self._popen.returncode is not None
         return self._popen.returncode
+
+
+def pollable_child(process: RootProcess) -> Callable[[], int | None] | None:
+    """How to reap ``process`` without waiting, if it is penguin's own pipe-mode child.
+
+    The returned function gives its status once it exited (reaping it) and ``None``
+    while it runs; a pidfd of the process tells when to call it. ``None`` for any other
+    root (a sandbox's, or a :class:`trio.Process`), which only :meth:`RootProcess.wait`
+    may reap.
+    """
+    return process.poll if isinstance(process, _Child) else None
 
 
 def _open_pty() -> tuple[int, int]:

@@ -25,6 +25,7 @@ from penguin.environment.supervisor import (
     CommandSupervisor,
     Exited,
     ExitStatus,
+    Running,
     SupervisorClosedError,
     report_label,
     resolve_shell,
@@ -191,6 +192,120 @@ async def test_3_2_9_wait_released_returns_once_an_exited_commands_group_is_ende
     assert not alive(child)
     assert kept.running
     await supervisor.remove(kept)
+
+
+# ---------------------------------------------------------------------------- 20.5: watched windows
+
+
+async def test_20_5_a_command_that_ends_in_its_window_runs_without_a_task_of_its_own(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    chunks: list[str] = []
+
+    async def emit(text: str) -> None:
+        chunks.append(text)
+
+    await supervisor.remove(await supervisor.spawn("true", workspace))  # the login env
+    spawned = _TaskNames()
+    trio.lowlevel.add_instrument(spawned)
+    try:
+        ended = await supervisor.run_window("echo 1; echo 2 >&2", workspace, window=5, emit=emit)
+    finally:
+        trio.lowlevel.remove_instrument(spawned)
+    assert ended == Exited(ExitStatus(code=0))
+    assert "".join(chunks) == "1\n2\n"
+    # No session task, pump or watcher ran during the window: the call was its own pump
+    # and watcher. Its one task starts as the call returns, to end the command's group.
+    assert [name.rsplit(".", 1)[-1] for name in spawned.names] == ["adopt"]
+    with trio.fail_after(10):
+        await supervisor.wait_released()
+    assert not marked_processes(supervisor.tag + "/")
+
+
+async def test_4_5_a_window_handed_over_mid_output_delivers_every_line_once(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    # Lines keep coming while the first window ends and the session's task takes over
+    # from the caller; every line arrives once, in order, across the windows.
+    script = (
+        "import sys, time\nfor i in range(400):\n    print(i, flush=True)\n    time.sleep(0.001)"
+    )
+    chunks: list[str] = []
+
+    async def emit(text: str) -> None:
+        chunks.append(text)
+
+    with trio.fail_after(30):
+        ended = await supervisor.run_window(
+            f"{PYTHON} -c {shlex.quote(script)}", workspace, window=0.05, emit=emit
+        )
+        assert not isinstance(ended, Exited)
+        session = supervisor.get(ended.process_id)
+        assert session is not None
+        while not isinstance(ended, Exited):
+            ended = await supervisor.poll_window(session, 0.05, emit)
+    assert ended.status == ExitStatus(code=0)
+    assert "".join(chunks) == "".join(f"{i}\n" for i in range(400))
+
+
+async def test_4_5_a_flood_that_ends_in_its_window_is_delivered_whole(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    received = 0
+
+    async def emit(text: str) -> None:
+        nonlocal received
+        assert set(text) == {"a"}
+        received += len(text)
+
+    with trio.fail_after(30):
+        ended = await supervisor.run_window(
+            "head -c 3000000 /dev/zero | tr '\\0' a", workspace, window=20, emit=emit
+        )
+    assert ended == Exited(ExitStatus(code=0))
+    assert received == 3_000_000
+
+
+async def test_3_2_a_cancelled_window_ends_the_command_it_watched(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    async def emit(text: str) -> None:
+        pass
+
+    with trio.move_on_after(0.5) as scope:
+        await supervisor.run_window("sleep 1000", workspace, window=60, emit=emit)
+    assert scope.cancelled_caught
+    with trio.fail_after(10):
+        await supervisor.wait_released()
+    assert not marked_processes(supervisor.tag + "/")
+    assert supervisor.list() == []
+
+
+async def test_4_12_closing_ends_a_command_whose_window_its_caller_watches(
+    workspace: Path,
+) -> None:
+    chunks: list[str] = []
+    results: list[Exited | Running] = []
+
+    async def emit(text: str) -> None:
+        chunks.append(text)
+
+    async def window(commands: CommandSupervisor) -> None:
+        results.append(
+            await commands.run_window("echo up; sleep 1000", workspace, window=60, emit=emit)
+        )
+
+    async with trio.open_nursery() as nursery:
+        commands = new_supervisor(nursery)
+        nursery.start_soon(window, commands)
+        await wait_until(lambda: chunks == ["up\n"])
+        started = time.monotonic()
+        with trio.fail_after(10):
+            await commands.aclose()
+        # Closing woke the caller's wait: the group was ended, not left for the window.
+        assert time.monotonic() - started < 5
+    assert results == [Exited(ExitStatus(signal_name="SIGTERM"))]
+    assert not marked_processes(commands.tag + "/")
 
 
 # ---------------------------------------------------------------------------- 4.5
