@@ -238,8 +238,43 @@ class SandboxedChild:
             await trio.lowlevel.checkpoint()
             return self.returncode
         try:
-            answer = json.loads(await self._reply.recv(4096) or b"{}")
-        except (OSError, ValueError):
+            message = await self._reply.recv(4096)
+        except OSError:
+            message = b""
+        return self._settle(message)
+
+    def poll(self) -> int | None:
+        """The exit status if the spawner sent it (the command is reaped then), else ``None``.
+
+        Never waits: for a caller that waits for the reply socket itself (:meth:`exit_watch`).
+        """
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            message = self._raw.recv(4096, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError:
+            message = b""
+        return self._settle(message)
+
+    def exit_watch(self) -> SandboxedChild:
+        """Itself as an exit watch: its reply socket becomes readable once the command exited."""
+        return self
+
+    @property
+    def fileno(self) -> int:
+        """The reply socket's descriptor (the spawner writes the exit status to it)."""
+        return self._raw.fileno()
+
+    def close(self) -> None:
+        """Nothing to release: the reply socket is the child's own until it is reaped."""
+
+    def _settle(self, message: bytes) -> int:
+        """Take the spawner's status ``message`` (empty: it is gone) and have the command reaped."""
+        try:
+            answer = json.loads(message or b"{}")
+        except ValueError:
             answer = {}
         status = answer.get("status") if isinstance(answer, dict) else None
         self.returncode = status if isinstance(status, int) else -int(signal.SIGKILL)

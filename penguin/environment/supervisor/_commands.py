@@ -41,19 +41,20 @@ Registration happens only when a command outlives its window or is launched in t
 background; a foreground command that ends inside its window is never registered
 and its group is ended right away (3.2.9).
 
-A foreground command in pipe mode (no terminal, no sandbox: the common case) has no
-task of its own while its window runs. :meth:`CommandSupervisor.run_window` starts it
-in the caller's task, and the caller's :meth:`CommandSession.collect` is its pump and
-its watcher: each of its waits is one wait on an epoll set holding the root's pidfd
-and the output pipe, after which it reaps an exited root and reads what the pipe
-holds. When the window ends, whichever way (the command exited, it outlived the
-window, the caller was cancelled, or the session was released meanwhile), the session
-is *handed over*: the epoll set is closed and the session's task starts, which pumps,
-watches and ends the tree exactly as for a session spawned in its own task. The hand
-over is one synchronous step, so no byte is between the caller's last read and the
-pump's first. A command that ends in its window thus costs its caller one wake-up
-instead of three tasks' worth of scheduling (the session, its pump and its watcher),
-which is most of what penguin adds to a short command's latency.
+A foreground command in pipe mode (no terminal: the common case) has no task of its
+own while its window runs. :meth:`CommandSupervisor.run_window` starts it in the
+caller's task, and the caller's :meth:`CommandSession.collect` is its pump and its
+watcher: each of its waits is one wait on an epoll set holding the root's exit watch
+(a pidfd, or the reply socket of the sandbox's spawner) and the output pipe, after
+which it reaps an exited root and reads what the pipe holds. When the window ends,
+whichever way (the command exited, it outlived the window, the caller was cancelled,
+or the session was released meanwhile), the session is *handed over*: the epoll set
+is closed and the session's task starts, which pumps, watches and ends the tree
+exactly as for a session spawned in its own task. The hand over is one synchronous
+step, so no byte is between the caller's last read and the pump's first. A command
+that ends in its window thus costs its caller one wake-up instead of three tasks'
+worth of scheduling (the session, its pump and its watcher), which was most of what
+penguin added to a short command's latency.
 
 A signal for a session is never lost, whatever state its process is in: before the
 process exists (a background launch waiting for the login environment, or being
@@ -78,7 +79,7 @@ import signal
 import termios
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -95,11 +96,12 @@ from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_envir
 from ._login import SharedLogin
 from ._process import (
     DEFAULT_GRACE,
+    ExitWatch,
     SpawnedProcess,
     end_process_tree,
+    exit_watch,
     kill_marked,
     launch_process,
-    pollable_child,
     signal_group,
     spawn_process,
     sweep_marked,
@@ -361,29 +363,25 @@ class CommandSession:
         self.ended.set()
         on_end(self)
 
-    def watch_inline(
-        self,
-        spawned: SpawnedProcess,
-        reap: Callable[[], int | None] | None,
-        adopt: Callable[[], None],
-    ) -> None:
+    def watch_inline(self, spawned: SpawnedProcess, adopt: Callable[[], None]) -> None:
         """Let the caller's task watch ``spawned`` until it calls :meth:`hand_over`.
 
         Until then there is no task: :meth:`wait_for_change` waits for the root's exit
-        and the output itself, ``reap`` (:func:`~._process.pollable_child`) reaps the
-        exited root, and ``adopt`` starts the session's task (:meth:`adopt`) at the
-        hand over. Without ``reap`` (a root only its own ``wait`` may reap) or a pidfd
-        (the kernel's limit on open files, say) the session is handed over at once.
+        (its :class:`~._process.ExitWatch`) and the output itself, and reaps the exited
+        root; ``adopt`` starts the session's task (:meth:`adopt`) at the hand over. A
+        root without an exit watch (a :class:`trio.Process`), or one whose watch cannot
+        be opened (the limit on open files, say), is handed over at once.
         """
         self._started(spawned)
         self.attach_output(spawned.output.fileno())
         self._adopt = adopt
-        if reap is None:
-            self.hand_over()
-            return
         try:
-            self._inline = _InlineWatch(spawned.pid, spawned.output.fileno(), reap)
+            watch = exit_watch(spawned.process)
+            if watch is not None:
+                self._inline = _InlineWatch(watch, spawned.output.fileno())
         except OSError:
+            pass
+        if self._inline is None:
             self.hand_over()
 
     def hand_over(self) -> None:
@@ -421,20 +419,7 @@ class CommandSession:
         if self._release.is_set():
             return None
         try:
-            with _spawn_errors():
-                spawned = None
-                if sandbox is not None:  # the sandbox's spawner starts it, in its namespaces
-                    spawned = await launch_process(
-                        sandbox, argv, cwd=self.cwd, env=env, tty=tty, executable=executable
-                    )
-                if spawned is None:
-                    if sandbox is not None:  # it enters the sandbox's namespaces itself
-                        argv, executable = await sandbox.wrap(
-                            argv, executable, self.cwd, env.get("PATH")
-                        )
-                    spawned = await spawn_process(
-                        argv, cwd=self.cwd, env=env, tty=tty, executable=executable
-                    )
+            spawned = await _start_process(argv, self.cwd, env, tty, executable, sandbox)
         except SpawnError as exc:
             if not background:
                 raise
@@ -467,8 +452,12 @@ class CommandSession:
     ) -> None:
         self.attach_output(spawned.output.fileno())
         try:
+            if self.exited.is_set() and self.output_closed.is_set() and not self.report_label:
+                # Its caller watched it to its end (see adopt): nothing to pump or watch.
+                await self._until_released(spawned)
+                return
             async with trio.open_nursery() as helpers:
-                # (Both are always started but for a session its caller watched: see adopt.)
+                # (Both are always started but for a session its caller watched.)
                 if not self.output_closed.is_set():
                     helpers.start_soon(self._pump, spawned.output)
                 if not self.exited.is_set():
@@ -478,10 +467,8 @@ class CommandSession:
                 self._helpers = (helpers, spawned.stdin)
                 self._start_feed()  # input sent before the process existed
                 try:
-                    await self._release.wait()
+                    await self._until_released(spawned)
                 finally:
-                    with trio.CancelScope(shield=True):
-                        await self._end(spawned)
                     self._watch_scope.cancel()
                     helpers.cancel_scope.cancel()
         finally:
@@ -490,6 +477,14 @@ class CommandSession:
             self.pull()  # what is still in the pipe waits in the buffer for the report
             self._output_fd = None  # closed next: nobody may read it any more
             _close_quietly(spawned)
+
+    async def _until_released(self, spawned: SpawnedProcess) -> None:
+        """Wait for the release, then end the tree (shielded: also when cancelled)."""
+        try:
+            await self._release.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._end(spawned)
 
     async def _end(self, spawned: SpawnedProcess) -> None:
         with trio.move_on_after(self.grace + _RELEASE_MARGIN) as scope:
@@ -694,9 +689,9 @@ class CommandSession:
     def _take_events(self, inline: _InlineWatch) -> None:
         """Reap the root if it exited, read the output if it is readable (no waiting)."""
         for fd, _ in inline.epoll.poll(0):
-            if fd == inline.pidfd:
+            if fd == inline.exit_fd:
                 inline.epoll.unregister(fd)  # readable for good once it exited
-                status = inline.reap()
+                status = inline.watch.poll()
                 if status is not None:
                     self.exit_status = ExitStatus.from_returncode(status)
                     self.exited.set()
@@ -723,53 +718,67 @@ class CommandSession:
 
 @final
 class _InlineWatch:
-    """A caller's watch over its foreground command: one epoll set of the root's pidfd and output.
+    """A caller's watch over its foreground command: one epoll set of its exit and output.
 
-    Trio waits on the set's own descriptor, which is readable while either is.
-    Raises ``OSError`` when a descriptor cannot be opened.
+    The set holds the root's :class:`~._process.ExitWatch` descriptor (a pidfd, or the
+    sandbox spawner's reply socket) and the output; Trio waits on the set's own
+    descriptor, which is readable while either is. Owns the watch: it is closed with
+    the set. Raises ``OSError`` when the set cannot be made.
     """
 
-    __slots__ = ("epoll", "fileno", "pidfd", "reap", "waiting")
+    __slots__ = ("epoll", "exit_fd", "fileno", "waiting", "watch")
 
-    def __init__(self, pid: int, output: int, reap: Callable[[], int | None]) -> None:
-        self.pidfd = os.pidfd_open(pid)
+    def __init__(self, watch: ExitWatch, output: int) -> None:
+        self.watch = watch
         try:
             self.epoll = select.epoll(2)
         except BaseException:
-            os.close(self.pidfd)
+            watch.close()
             raise
         try:
-            self.epoll.register(self.pidfd, select.EPOLLIN)
+            self.exit_fd = watch.fileno
+            self.epoll.register(self.exit_fd, select.EPOLLIN)
             self.epoll.register(output, select.EPOLLIN)
         except BaseException:
             self.close()
             raise
         self.fileno = self.epoll.fileno()
-        self.reap = reap
         self.waiting: trio.CancelScope | None = None
         """Around the caller's wait, for a release to wake it."""
 
     def close(self) -> None:
         self.epoll.close()
-        os.close(self.pidfd)
+        self.watch.close()
 
 
 def _decoder() -> Callable[[bytes, bool], str]:
     return codecs.getincrementaldecoder("utf-8")(errors="replace").decode
 
 
-@contextlib.contextmanager
-def _spawn_errors() -> Iterator[None]:
-    """Raise a spawn's ``OSError`` or ``ValueError`` as :class:`SpawnError`.
-
-    (A ``ValueError``: a NUL byte in the command, the cwd or the environment.)
-    """
+async def _start_process(
+    argv: tuple[str, ...],
+    cwd: Path,
+    env: Mapping[str, str],
+    tty: bool,
+    executable: str | None,
+    sandbox: CommandSandbox | None,
+) -> SpawnedProcess:
+    """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot."""
     try:
-        yield
+        spawned = None
+        if sandbox is not None:  # the sandbox's spawner starts it, in its namespaces
+            spawned = await launch_process(
+                sandbox, argv, cwd=cwd, env=env, tty=tty, executable=executable
+            )
+        if spawned is None:
+            if sandbox is not None:  # it enters the sandbox's namespaces itself
+                argv, executable = await sandbox.wrap(argv, executable, cwd, env.get("PATH"))
+            spawned = await spawn_process(argv, cwd=cwd, env=env, tty=tty, executable=executable)
     except OSError as exc:
         raise SpawnError(_os_error_text(exc)) from exc
-    except ValueError as exc:
+    except ValueError as exc:  # an embedded NUL byte in the command, cwd or env
         raise SpawnError(str(exc)) from exc
+    return spawned
 
 
 def _os_error_text(exc: OSError) -> str:
@@ -1006,9 +1015,9 @@ class CommandSupervisor:
     async def _spawn_watched(self, cmd: str, cwd: Path) -> CommandSession:
         """Start ``cmd`` (unregistered) for the caller to watch: see ``watch_inline``.
 
-        Pipe mode without a sandbox, which is what :meth:`run_window` uses it for. The
-        process is started in the caller's task; a cancelled caller starts nothing.
-        Raises :class:`SpawnError` as :meth:`spawn` does.
+        Pipe mode, in the sandbox if there is one. The process is started in the
+        caller's task; a caller cancelled before it starts starts nothing. Raises
+        :class:`SpawnError` as :meth:`spawn` does.
         """
         if self._closed:
             raise SupervisorClosedError
@@ -1018,21 +1027,15 @@ class CommandSupervisor:
             env = await self._environment_for(session.owner)()
             if self._closed:
                 raise SupervisorClosedError
-            with _spawn_errors():
-                spawned = await spawn_process(
-                    (*self._shell.argv, cmd),
-                    cwd=cwd,
-                    env=env,
-                    tty=False,
-                    executable=self._shell.executable,
-                )
+            spawned = await _start_process(
+                (*self._shell.argv, cmd), cwd, env, False, self._shell.executable, self.sandbox
+            )
         except BaseException:
             session.ended.set()  # nothing started (aclose may be waiting for it)
             self._live.discard(session)
             raise
-        reap = pollable_child(spawned.process)
         adopt = partial(self._nursery.start_soon, session.adopt, self._on_exit, self._live.discard)
-        session.watch_inline(spawned, reap, adopt)
+        session.watch_inline(spawned, adopt)
         return session
 
     def _count_live(self, session: CommandSession) -> None:
@@ -1170,7 +1173,7 @@ class CommandSupervisor:
         if not self._login_known():
             async with untimed():
                 await self.login_environment()
-        if tty or self.sandbox is not None:
+        if tty:
             session = await self.spawn(cmd, cwd, tty=tty)
         else:  # watched from this task while the window runs (the module's docstring)
             session = await self._spawn_watched(cmd, cwd)

@@ -102,13 +102,14 @@ __all__ = [
     "KILL_SETTLE",
     "OWNER_VARIABLE",
     "PIPE_SIZE",
+    "ExitWatch",
     "Launcher",
     "RootProcess",
     "SpawnedProcess",
     "end_process_tree",
+    "exit_watch",
     "kill_marked",
     "launch_process",
-    "pollable_child",
     "signal_group",
     "spawn_process",
     "sweep_marked",
@@ -326,9 +327,9 @@ class _Child:
             os.close(child_stdin)
         return cls(popen), trio.lowlevel.FdStream(stdin)
 
-    def poll(self) -> int | None:
-        """Reap it if it exited (never blocks): its status, or ``None`` while it runs."""
-        return self._popen.poll()
+    def exit_watch(self) -> ExitWatch:
+        """A pidfd of it, and its ``Popen.poll``; raises ``OSError`` when none can be opened."""
+        return _PidfdWatch(os.pidfd_open(self.pid), self._popen.poll)
 
     async def wait(self) -> int:
         """Wait for the exit, reap, return the status (``-N`` for signal N)."""
@@ -341,15 +342,48 @@ class _Child:
         return self._popen.returncode
 
 
-def pollable_child(process: RootProcess) -> Callable[[], int | None] | None:
-    """How to reap ``process`` without waiting, if it is penguin's own pipe-mode child.
+class ExitWatch(Protocol):
+    """How a caller that waits on descriptors itself learns a root's exit.
 
-    The returned function gives its status once it exited (reaping it) and ``None``
-    while it runs; a pidfd of the process tells when to call it. ``None`` for any other
-    root (a sandbox's, or a :class:`trio.Process`), which only :meth:`RootProcess.wait`
-    may reap.
+    :attr:`fileno` becomes readable once the root exited; :meth:`poll` then reaps it
+    and gives its status (as :meth:`RootProcess.wait` would), ``None`` before.
     """
-    return process.poll if isinstance(process, _Child) else None
+
+    @property
+    def fileno(self) -> int: ...
+
+    def poll(self) -> int | None:
+        """The status once the root exited (reaping it), ``None`` while it runs; never waits."""
+        ...
+
+    def close(self) -> None:
+        """Release what the watch opened (the root itself is not touched)."""
+        ...
+
+
+@final
+class _PidfdWatch:
+    """An :class:`ExitWatch` of penguin's own child: a pidfd, and ``Popen.poll``."""
+
+    __slots__ = ("fileno", "poll")
+
+    def __init__(self, pidfd: int, poll: Callable[[], int | None]) -> None:
+        self.fileno = pidfd
+        self.poll = poll
+
+    def close(self) -> None:
+        os.close(self.fileno)
+
+
+def exit_watch(process: RootProcess) -> ExitWatch | None:
+    """An :class:`ExitWatch` of ``process`` when it offers one (``exit_watch()``), else ``None``.
+
+    Penguin's own pipe-mode children and a sandbox spawner's do; a
+    :class:`trio.Process` does not (only its ``wait`` may reap it). Raises ``OSError``
+    when the watch's descriptor cannot be opened.
+    """
+    opener: Callable[[], ExitWatch] | None = getattr(process, "exit_watch", None)
+    return None if opener is None else opener()
 
 
 def _open_pty() -> tuple[int, int]:
