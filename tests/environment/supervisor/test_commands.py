@@ -281,6 +281,22 @@ async def test_3_2_a_cancelled_window_ends_the_command_it_watched(
     assert supervisor.list() == []
 
 
+async def test_3_2_a_window_cancelled_at_any_moment_leaves_nothing(
+    supervisor: CommandSupervisor, workspace: Path
+) -> None:
+    async def emit(text: str) -> None:
+        pass
+
+    await supervisor.remove(await supervisor.spawn("true", workspace))  # the login env
+    for attempt in range(24):
+        with trio.move_on_after(attempt * 0.0005):
+            await supervisor.run_window("echo x; sleep 1000", workspace, window=60, emit=emit)
+        with trio.fail_after(10):
+            await supervisor.wait_released()
+        assert not marked_processes(supervisor.tag + "/")
+    assert supervisor.list() == []
+
+
 async def test_4_12_closing_ends_a_command_whose_window_its_caller_watches(
     workspace: Path,
 ) -> None:
