@@ -13,9 +13,10 @@ under a deadline.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -92,6 +93,29 @@ def env_processes(env: penguin.Environment) -> list[psutil.Process]:
 def session_processes(env: penguin.Environment, process_id: str) -> list[psutil.Process]:
     """Live processes started by one command session of ``env``."""
     return marked_processes(f"{env._commands.tag}/{process_id}")  # ids have a fixed length
+
+
+class _SpawnedTasks(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+@contextlib.contextmanager
+def spawned_tasks() -> Iterator[list[str]]:
+    """The names of the Trio tasks spawned while the block runs, in order.
+
+    A name is the task's function's qualified name, with its module
+    (``penguin.environment.supervisor._commands.CommandSession._pump``).
+    """
+    instrument = _SpawnedTasks()
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        yield instrument.names
+    finally:
+        trio.lowlevel.remove_instrument(instrument)
 
 
 async def wait_until(condition: Callable[[], bool], *, within: float = 5.0) -> None:

@@ -18,6 +18,7 @@ import trio
 
 import penguin
 
+from ..processes import spawned_tasks
 from .conftest import tree_digest
 from .test_enforcement import call, sandboxed, sh
 
@@ -74,17 +75,6 @@ async def test_x4_1_a_command_starts_from_the_spawner_without_any_capability(
     assert killed.output == "[terminated by signal SIGTERM]"
 
 
-class _SessionTasks(trio.abc.Instrument):
-    """The names of the command sessions' tasks spawned while it is installed."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        if "CommandSession." in task.name:
-            self.names.append(task.name.rsplit(".", 1)[-1])
-
-
 async def test_x4_1_a_sandboxed_command_that_ends_in_its_window_is_watched_by_its_call(
     workspace: Path,
 ) -> None:
@@ -92,16 +82,13 @@ async def test_x4_1_a_sandboxed_command_that_ends_in_its_window_is_watched_by_it
     # task, pump or watcher during the window; the exit status is the spawner's.
     async with sandboxed(workspace) as env:
         await sh(env, "true")  # the spawner is up
-        tasks = _SessionTasks()
-        trio.lowlevel.add_instrument(tasks)
-        try:
+        with spawned_tasks() as spawned:
             done = await call(env, "exec_command", cmd="echo out; echo err >&2; exit 3")
             killed = await call(env, "exec_command", cmd="echo x; kill -TERM $$")
-        finally:
-            trio.lowlevel.remove_instrument(tasks)
     assert done.output == "out\nerr\n\n[exit code: 3]"
     assert killed.output == "x\n\n[terminated by signal SIGTERM]"
-    assert tasks.names == ["adopt", "adopt"]  # each ends its group once its call is done
+    sessions = [name.rsplit(".", 1)[-1] for name in spawned if "CommandSession." in name]
+    assert sessions == ["adopt", "adopt"]  # each ends its group once its call is done
 
 
 async def test_x4_1_the_spawner_ends_with_the_environment(workspace: Path) -> None:

@@ -32,7 +32,7 @@ from penguin.environment.supervisor import (
 )
 from penguin.environment.supervisor._commands import report_output
 
-from ..processes import alive, marked_processes, wait_gone, wait_until
+from ..processes import alive, marked_processes, spawned_tasks, wait_gone, wait_until
 
 pytestmark = pytest.mark.usefixtures("hermetic_home", "no_stray_processes")
 
@@ -92,14 +92,24 @@ def listed(commands: CommandSupervisor) -> list[str]:
     return [c.process_id for c in commands.list()]
 
 
+class Emitted:
+    """An ``emit`` for a window: keeps what it is handed, in order."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+
+    async def __call__(self, text: str) -> None:
+        self.chunks.append(text)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
 async def gather(commands: CommandSupervisor, session: CommandSession, window: float) -> str:
-    chunks: list[str] = []
-
-    async def emit(text: str) -> None:
-        chunks.append(text)
-
-    await commands.collect(session, window, emit)
-    return "".join(chunks)
+    emitted = Emitted()
+    await commands.collect(session, window, emitted)
+    return emitted.text
 
 
 # ---------------------------------------------------------------------------- 4.1, 4.3
@@ -175,18 +185,14 @@ async def test_3_2_9_wait_released_returns_once_an_exited_commands_group_is_ende
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
     kept = await start(supervisor, "sleep 1000", workspace)  # registered: not waited for
-    chunks: list[str] = []
-
-    async def emit(text: str) -> None:
-        chunks.append(text)
-
+    emitted = Emitted()
     # The root exits at once; its child stays in the group until the session ends it,
     # which happens in the session's task after run_window returned.
     ended = await supervisor.run_window(
-        "sleep 1000 >/dev/null & echo $!", workspace, window=5, emit=emit
+        "sleep 1000 >/dev/null & echo $!", workspace, window=5, emit=emitted
     )
     assert isinstance(ended, Exited)
-    child = int("".join(chunks))
+    child = int(emitted.text)
     with trio.fail_after(10):
         await supervisor.wait_released()
     assert not alive(child)
@@ -200,23 +206,15 @@ async def test_3_2_9_wait_released_returns_once_an_exited_commands_group_is_ende
 async def test_20_5_a_command_that_ends_in_its_window_runs_without_a_task_of_its_own(
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
-    chunks: list[str] = []
-
-    async def emit(text: str) -> None:
-        chunks.append(text)
-
+    emitted = Emitted()
     await supervisor.remove(await supervisor.spawn("true", workspace))  # the login env
-    spawned = _TaskNames()
-    trio.lowlevel.add_instrument(spawned)
-    try:
-        ended = await supervisor.run_window("echo 1; echo 2 >&2", workspace, window=5, emit=emit)
-    finally:
-        trio.lowlevel.remove_instrument(spawned)
+    with spawned_tasks() as spawned:
+        ended = await supervisor.run_window("echo 1; echo 2 >&2", workspace, window=5, emit=emitted)
     assert ended == Exited(ExitStatus(code=0))
-    assert "".join(chunks) == "1\n2\n"
+    assert emitted.text == "1\n2\n"
     # No session task, pump or watcher ran during the window: the call was its own pump
     # and watcher. Its one task starts as the call returns, to end the command's group.
-    assert [name.rsplit(".", 1)[-1] for name in spawned.names] == ["adopt"]
+    assert [name.rsplit(".", 1)[-1] for name in spawned] == ["adopt"]
     with trio.fail_after(10):
         await supervisor.wait_released()
     assert not marked_processes(supervisor.tag + "/")
@@ -230,22 +228,18 @@ async def test_4_5_a_window_handed_over_mid_output_delivers_every_line_once(
     script = (
         "import sys, time\nfor i in range(400):\n    print(i, flush=True)\n    time.sleep(0.001)"
     )
-    chunks: list[str] = []
-
-    async def emit(text: str) -> None:
-        chunks.append(text)
-
+    emitted = Emitted()
     with trio.fail_after(30):
         ended = await supervisor.run_window(
-            f"{PYTHON} -c {shlex.quote(script)}", workspace, window=0.05, emit=emit
+            f"{PYTHON} -c {shlex.quote(script)}", workspace, window=0.05, emit=emitted
         )
         assert not isinstance(ended, Exited)
         session = supervisor.get(ended.process_id)
         assert session is not None
         while not isinstance(ended, Exited):
-            ended = await supervisor.poll_window(session, 0.05, emit)
+            ended = await supervisor.poll_window(session, 0.05, emitted)
     assert ended.status == ExitStatus(code=0)
-    assert "".join(chunks) == "".join(f"{i}\n" for i in range(400))
+    assert emitted.text == "".join(f"{i}\n" for i in range(400))
 
 
 async def test_4_5_a_flood_that_ends_in_its_window_is_delivered_whole(
@@ -269,11 +263,8 @@ async def test_4_5_a_flood_that_ends_in_its_window_is_delivered_whole(
 async def test_3_2_a_cancelled_window_ends_the_command_it_watched(
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
-    async def emit(text: str) -> None:
-        pass
-
     with trio.move_on_after(0.5) as scope:
-        await supervisor.run_window("sleep 1000", workspace, window=60, emit=emit)
+        await supervisor.run_window("sleep 1000", workspace, window=60, emit=Emitted())
     assert scope.cancelled_caught
     with trio.fail_after(10):
         await supervisor.wait_released()
@@ -284,13 +275,10 @@ async def test_3_2_a_cancelled_window_ends_the_command_it_watched(
 async def test_3_2_a_window_cancelled_at_any_moment_leaves_nothing(
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
-    async def emit(text: str) -> None:
-        pass
-
     await supervisor.remove(await supervisor.spawn("true", workspace))  # the login env
     for attempt in range(24):
         with trio.move_on_after(attempt * 0.0005):
-            await supervisor.run_window("echo x; sleep 1000", workspace, window=60, emit=emit)
+            await supervisor.run_window("echo x; sleep 1000", workspace, window=60, emit=Emitted())
         with trio.fail_after(10):
             await supervisor.wait_released()
         assert not marked_processes(supervisor.tag + "/")
@@ -300,21 +288,18 @@ async def test_3_2_a_window_cancelled_at_any_moment_leaves_nothing(
 async def test_4_12_closing_ends_a_command_whose_window_its_caller_watches(
     workspace: Path,
 ) -> None:
-    chunks: list[str] = []
+    emitted = Emitted()
     results: list[Exited | Running] = []
-
-    async def emit(text: str) -> None:
-        chunks.append(text)
 
     async def window(commands: CommandSupervisor) -> None:
         results.append(
-            await commands.run_window("echo up; sleep 1000", workspace, window=60, emit=emit)
+            await commands.run_window("echo up; sleep 1000", workspace, window=60, emit=emitted)
         )
 
     async with trio.open_nursery() as nursery:
         commands = new_supervisor(nursery)
         nursery.start_soon(window, commands)
-        await wait_until(lambda: chunks == ["up\n"])
+        await wait_until(lambda: emitted.chunks == ["up\n"])
         started = time.monotonic()
         with trio.fail_after(10):
             await commands.aclose()
@@ -566,26 +551,18 @@ async def test_20_5_a_known_login_environment_costs_no_checkpoint(
     assert env["PATH"]
 
 
-class _TaskNames(trio.abc.Instrument):
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.names.append(task.name)
-
-    def writers(self) -> int:
-        return sum(name.endswith("._feed") for name in self.names)
+def writers(names: list[str]) -> int:
+    """How many stdin writers (``CommandSession._feed``) among these spawned tasks."""
+    return sum(name.endswith("._feed") for name in names)
 
 
 async def test_20_1_a_command_gets_its_stdin_writer_with_its_first_input(
     supervisor: CommandSupervisor, workspace: Path
 ) -> None:
-    spawned = _TaskNames()
-    trio.lowlevel.add_instrument(spawned)
-    try:
+    with spawned_tasks() as spawned:
         session = await start(supervisor, "cat", workspace)
-        assert any(name.endswith("._pump") for name in spawned.names)
-        assert spawned.writers() == 0  # most commands are never sent input
+        assert any(name.endswith("._pump") for name in spawned)
+        assert writers(spawned) == 0  # most commands are never sent input
         supervisor.write(session, "one\n")
         supervisor.write(session, "two\n")
         text = await next_line(session)
@@ -594,9 +571,7 @@ async def test_20_1_a_command_gets_its_stdin_writer_with_its_first_input(
         assert text == "one\ntwo\n"
         supervisor.write(session, "three\n")
         assert await next_line(session) == "three\n"
-        assert spawned.writers() == 1
-    finally:
-        trio.lowlevel.remove_instrument(spawned)
+        assert writers(spawned) == 1
     await supervisor.remove(session)
 
 
