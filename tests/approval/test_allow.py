@@ -161,6 +161,18 @@ async def test_c5_4_deny_with_reason_reaches_the_engine() -> None:
     assert await decide(guarded, _exec("ls")) == Approval("deny", reason="not now")
 
 
+async def test_c5_4_a_plain_approver_with_a_decide_attribute_is_consulted_as_a_plain_one() -> None:
+    # decide() takes an approver's own decide(call) -> Approval only when it is a method;
+    # a plain approver that merely carries a ``decide`` value is called as an approver.
+    async def plain(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+        return "deny"
+
+    plain.decide = "allow"  # type: ignore[attr-defined]
+    assert await decide(plain, _exec("rm -rf /")) == Approval("deny")
+    guarded = with_command_policy(plain, CommandPolicy())
+    assert await decide(guarded, _exec("ls")) == Approval("deny")
+
+
 async def test_factory_modes_and_nobody_to_ask() -> None:
     read = _call("read_file", file_path="x")
     write = _call("write_file", file_path="x", content="")
