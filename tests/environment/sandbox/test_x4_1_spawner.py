@@ -18,7 +18,7 @@ import trio
 
 import penguin
 
-from ..processes import spawned_tasks
+from ..processes import spawned_tasks, wait_gone
 from .conftest import tree_digest
 from .test_enforcement import call, sandboxed, sh
 
@@ -89,6 +89,24 @@ async def test_x4_1_a_sandboxed_command_that_ends_in_its_window_is_watched_by_it
     assert killed.output == "x\n\n[terminated by signal SIGTERM]"
     sessions = [name.rsplit(".", 1)[-1] for name in spawned if "CommandSession." in name]
     assert sessions == ["adopt", "adopt"]  # each ends its group once its call is done
+
+
+async def test_x4_1_a_watched_command_that_exits_leaves_no_daemon_behind(workspace: Path) -> None:
+    # The call watched the command to its exit; the setsid daemon it left (outside its
+    # group and tree) is still ended, by the session's task, once the call returned.
+    # (The sandbox has no PID namespace: the pids printed are the host's.)
+    cmd = (
+        "sleep 1000 & echo $!; "
+        "setsid -f sh -c 'echo $$ > daemon.pid; exec sleep 1000' </dev/null >/dev/null 2>&1; "
+        "while [ ! -s daemon.pid ]; do sleep 0.01; done; cat daemon.pid"
+    )
+    async with sandboxed(workspace) as env:
+        out = await call(env, "exec_command", cmd=cmd)
+        assert out.stop_reason == "completed", out.output
+        pids = [int(pid) for pid in out.output.split()]
+        assert len(pids) == 2
+        await wait_gone(pids)
+        assert env.list_background_commands() == []
 
 
 async def test_x4_1_the_spawner_ends_with_the_environment(workspace: Path) -> None:
