@@ -31,10 +31,20 @@ from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks
 from ._tasks import BatchTask
 
-__all__ = ["AGENT_FILES", "BatchWorker", "settings_from_wire"]
+__all__ = ["AGENT_FILES", "GATHER_S", "BatchWorker", "settings_from_wire"]
 
 AGENT_FILES: Final = ("project_config", "system_config", "vault")
 """The agent's files a worker needs (attributes of AgentPaths)."""
+GATHER_S: Final = 0.1
+"""How long :meth:`BatchWorker.take` keeps gathering once it has something to return.
+
+A poll costs the driver and the actor about a millisecond of CPU each (a Ray call,
+a thread hop, pickling). Answering at the first event made one poll per task start
+and per task end: 1,167 polls for 1,000 tasks at 80 tasks/s on 2 cores, 1.9 s of
+the driver's CPU. With the window a poll carries every event of the next 0.1 s
+(165 polls, 1.1 s), and a result still reaches the driver within 0.1 s of its
+task's end (B2.4: results stream back as each task ends).
+"""
 
 
 @final
@@ -81,16 +91,22 @@ class BatchWorker:
                 loop.ready.notify_all()
         return len(tasks)
 
-    def take(self, wait_s: float) -> dict[str, Any]:
+    def take(self, wait_s: float, gather_s: float = GATHER_S) -> dict[str, Any]:
         """What started and finished since the last call, waiting up to ``wait_s`` for any.
 
         ``{"started": [id...], "results": [{"result": obj, "traces": [[rel, bytes]...]}],
         "finished": bool, "failure": str | None}``; ``finished`` once ``run_share`` is
-        done (and then this call holds everything it produced).
+        done (and then this call holds everything it produced). Once there is something
+        to return it gathers for ``gather_s`` more (see :data:`GATHER_S`), unless the
+        share finishes first.
         """
         loop = self._loop
         with loop.ready:
-            loop.ready.wait_for(lambda: loop.started or loop.results or loop.finished, wait_s)
+            if (
+                loop.ready.wait_for(lambda: loop.started or loop.results or loop.finished, wait_s)
+                and not loop.finished
+            ):
+                loop.ready.wait_for(lambda: loop.finished, gather_s)
             started, loop.started = loop.started, []
             results, loop.results = loop.results, []
             return {
