@@ -31,7 +31,13 @@ from typing import Any, Final
 import trio
 
 from ._errors import BackendUnavailableError
-from ._ray_patches import keep_loopback, quiet_init, reread_ray_config, restore_cluster_flag
+from ._ray_patches import (
+    keep_loopback,
+    lean_head,
+    quiet_init,
+    reread_ray_config,
+    restore_cluster_flag,
+)
 
 __all__ = ["INSTALL_COMMAND", "NAMESPACE", "check_ray", "connected"]
 
@@ -103,18 +109,19 @@ async def connected(address: str | None, call: Call) -> AsyncIterator[Any]:
         with _local_cluster_environment():
             ray = importlib.import_module("ray")
             keep_loopback(ray)
-            context = await _init(
-                call,
-                ray,
-                address="local",
-                namespace=NAMESPACE,
-                _node_ip_address="127.0.0.1",
-                _temp_dir=str(temp_dir),
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level="warning",
-                object_store_memory=128 * 1024 * 1024,
-            )
+            with lean_head():
+                context = await _init(
+                    call,
+                    ray,
+                    address="local",
+                    namespace=NAMESPACE,
+                    _node_ip_address="127.0.0.1",
+                    _temp_dir=str(temp_dir),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level="warning",
+                    object_store_memory=128 * 1024 * 1024,
+                )
             try:
                 node_ip = context.address_info.get("node_ip_address")
                 if node_ip != "127.0.0.1":

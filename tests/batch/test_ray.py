@@ -94,6 +94,13 @@ def listening(processes: list[psutil.Process]) -> set[str]:
     return addresses
 
 
+def command_of(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 def tree(pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)
@@ -435,6 +442,7 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
         try:
             await wait_until(lambda: len(read_log(log)) >= 2, within=120)
             during = tree(process.pid)
+            commands = [" ".join(command_of(p)) for p in during]
             bound = listening(during)
             entries = await trio.Path(run_temp).iterdir()
             cluster_dirs = [Path(p) for p in entries if p.name.startswith("penguin-ray-")]
@@ -446,6 +454,8 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     assert code == 0, (tmp_path / "stderr").read_text()
     assert {r["status"] for r in results_of(out).values()} == {"completed"}
     assert len(during) > 5  # gcs, raylet, agents, workers: the cluster was there
+    # The autoscaler's monitor and the log monitor are not started for it (lean_head).
+    assert not [c for c in commands if "log_monitor.py" in c or "_private/monitor.py" in c]
     assert bound, "no listening socket found"
     assert bound <= {"127.0.0.1", "::ffff:127.0.0.1"}, bound
     assert len(cluster_dirs) == 1  # its files were under the run's temporary directory
