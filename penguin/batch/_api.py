@@ -131,6 +131,10 @@ async def run_batch(
         if progress is not None:
             progress.task_lost()
 
+    def phase(text: str) -> None:
+        if progress is not None:
+            progress.phase = text
+
     async def finished(result: BatchResult) -> None:
         if progress is not None:
             progress.task_finished(result, trio.current_time())
@@ -150,6 +154,7 @@ async def run_batch(
                 emit=finished,
                 interrupt=stop,
                 on_start=started,
+                on_phase=phase,
             )
 
     elif backend == "local":
@@ -170,6 +175,7 @@ async def run_batch(
                 interrupt=stop,
                 on_start=started,
                 on_lost=lost,
+                on_phase=phase,
                 workers=workers,
                 gather_traces=gather_traces,
             )

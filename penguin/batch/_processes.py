@@ -67,9 +67,15 @@ async def run_in_processes(
     emit: Callable[[BatchResult], Awaitable[None]],
     interrupt: trio.Event,
     on_start: Callable[[BatchTask], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> None:
-    """Run ``tasks`` on ``workers`` processes, ``emit``-ting each result as it arrives."""
+    """Run ``tasks`` on ``workers`` processes, ``emit``-ting each result as it arrives.
+
+    ``on_phase`` is told that the processes are starting (until a task starts).
+    """
     count = max(1, min(workers, len(tasks)))
+    if on_phase is not None:
+        on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]
     with collapse_single():
         async with trio.open_nursery() as nursery:

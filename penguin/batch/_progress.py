@@ -6,7 +6,8 @@ per-task lines read. Drawing them on a terminal is the command line's job.
 
 The rate is finished tasks over the time since the batch started, so it includes
 the start-up and is steady rather than jumpy; the ETA is the tasks left at that
-rate.
+rate. While no task runs, a backend may say what it is doing (starting a local Ray
+cluster, its workers, stopping them): the *phase*, shown at the end of the line.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class BatchProgress:
     done: int = 0
     running: int = 0
     statuses: Counter[str] = attrs.field(factory=Counter)
+    phase: str | None = None
+    """What the batch is doing while no task runs (``starting 2 Ray workers``), or None.
+
+    Set by the backend; the first task to start clears it."""
 
     @property
     def failed(self) -> int:
@@ -46,6 +51,7 @@ class BatchProgress:
         """A task got its slot."""
         self.start(now)
         self.running += 1
+        self.phase = None
 
     def task_lost(self) -> None:
         """A started task was lost with its worker (it will start again, or fail)."""
@@ -75,7 +81,10 @@ class BatchProgress:
         return max(0, self.total - self.done) * 60.0 / rate
 
     def line(self, now: float) -> str:
-        """The live progress line: done/total, running, failed, tasks per minute, ETA."""
+        """The live progress line: done/total, running, failed, tasks per minute, ETA.
+
+        Then the phase, in parentheses, when there is one.
+        """
         rate = self.per_minute(now)
         eta = self.eta_s(now)
         parts = [
@@ -85,7 +94,8 @@ class BatchProgress:
             "-- tasks/min" if rate is None else f"{rate:.1f} tasks/min",
             "ETA --" if eta is None else f"ETA {format_duration(eta)}",
         ]
-        return ", ".join(parts)
+        text = ", ".join(parts)
+        return text if self.phase is None else f"{text} ({self.phase})"
 
     def finished_line(self, result: BatchResult, number: int | None = None) -> str:
         """The line a finished task gets when the output is not a terminal.

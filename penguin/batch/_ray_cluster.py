@@ -56,6 +56,8 @@ _LOCAL_ENV: Final = {
 
 Call = Callable[[Callable[[], Any]], Awaitable[Any]]
 """The driver's way to run a blocking Ray call (in a worker thread)."""
+Phase = Callable[[str], None]
+"""Told what the connection is doing while no task runs (the progress line shows it)."""
 
 
 def check_ray() -> None:
@@ -80,13 +82,17 @@ async def _init(call: Call, ray: Any, **options: Any) -> Any:
 
 
 @asynccontextmanager
-async def connected(address: str | None, call: Call) -> AsyncIterator[Any]:
-    """Connected to the cluster for the block (yields the ``ray`` module); see above."""
+async def connected(address: str | None, call: Call, on_phase: Phase) -> AsyncIterator[Any]:
+    """Connected to the cluster for the block (yields the ``ray`` module); see above.
+
+    ``on_phase`` is told when it connects, starts a local cluster or stops it.
+    """
     if address is not None or _ray_connected():
         ray = importlib.import_module("ray")
         if ray.is_initialized():
             yield ray  # the process's own connection: leave it as it is
             return
+        on_phase(f"connecting to Ray at {address}")
         await _init(
             call,
             ray,
@@ -107,6 +113,7 @@ async def connected(address: str | None, call: Call) -> AsyncIterator[Any]:
         temp_dir = Path(tempfile.mkdtemp(prefix="penguin-ray-", dir="/tmp"))
     try:
         with _local_cluster_environment():
+            on_phase("starting a local Ray cluster")
             ray = importlib.import_module("ray")
             keep_loopback(ray)
             with lean_head():
@@ -133,6 +140,7 @@ async def connected(address: str | None, call: Call) -> AsyncIterator[Any]:
                     )
                 yield ray
             finally:
+                on_phase("stopping the local Ray cluster")
                 with trio.CancelScope(shield=True):
                     await call(ray.shutdown)
     finally:

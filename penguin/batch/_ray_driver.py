@@ -115,18 +115,25 @@ class RayDriver:
         interrupt: trio.Event,
         on_start: Callable[[BatchTask], None] | None = None,
         on_lost: Callable[[BatchTask], None] | None = None,
+        on_phase: Callable[[str], None] | None = None,
         workers: int | None = None,
         gather_traces: bool = False,
     ) -> None:
-        """Run ``tasks`` on ``workers`` actors, ``emit``-ting each result as it arrives."""
+        """Run ``tasks`` on ``workers`` actors, ``emit``-ting each result as it arrives.
+
+        ``on_phase`` is told what the batch is doing while no task runs: connecting to
+        (or starting) the cluster, starting the workers, stopping a local cluster.
+        """
+        say = on_phase if on_phase is not None else _say_nothing
         if not tasks:
             return
         paths = cfg.AgentPaths(settings.root, settings.project_id, settings.agent_id)
         agent_files = await trio.to_thread.run_sync(read_agent_files, settings)
-        async with connected(self._address, self._call) as ray:
+        async with connected(self._address, self._call, say) as ray:
             self._ray = ray
             count = workers or await self._default_workers(len(tasks), settings.concurrency)
             count = min(count, len(tasks))
+            say(f"starting {count} Ray worker{'' if count == 1 else 's'}")
             self._threads.total_tokens = count + 4  # each worker's poll waits in a thread
             cpus = await self._call(self._cluster_cpus)
             per_worker = min(1.0, cpus / count) if cpus > 0 else 0.0
@@ -303,6 +310,10 @@ class _RunContext:
     interrupt: trio.Event
     on_start: Callable[[BatchTask], None] | None
     on_lost: Callable[[BatchTask], None] | None
+
+
+def _say_nothing(text: str) -> None:
+    """The phase of a run whose caller shows none."""
 
 
 def _take(ray: Any, actor: Any) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import trio
 
 from penguin import batch
 from penguin.batch import BatchResult, BatchTask, run_batch
+from penguin.batch._processes import run_in_processes
+from penguin.batch._runner import BatchSettings
 from penguin.llm import testing as t
 
 from .scripted import TaskScripts, configure_model, exec_reply, logged_exec, prompt, read_log
@@ -98,3 +100,28 @@ async def test_20_2_an_interrupt_reaches_every_worker_process(
     assert {r.error for r in results} == {"interrupted"}
     assert processes_with("sleep 31.562") == []
     assert (progress.done, progress.running) == (2, 0)
+
+
+async def test_b2_3_worker_processes_say_they_are_starting_until_a_task_starts(
+    model: tuple[TaskScripts, Path],
+) -> None:
+    _, root = model
+    seen: list[str] = []
+    tasks = [BatchTask(id=f"p{n}", prompt=prompt(f"p{n}")) for n in range(3)]
+
+    async def emit(result: BatchResult) -> None:
+        seen.append(f"result {result.id}")
+
+    await run_in_processes(
+        tasks,
+        BatchSettings(root=root, concurrency=2),
+        workers=2,
+        emit=emit,
+        interrupt=trio.Event(),
+        on_start=lambda task: seen.append(f"start {task.id}"),
+        on_phase=seen.append,
+    )
+    assert seen[0] == "starting 2 worker processes"
+    assert sorted(seen[1:]) == sorted(
+        [f"start p{n}" for n in range(3)] + [f"result p{n}" for n in range(3)]
+    )

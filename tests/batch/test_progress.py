@@ -44,3 +44,15 @@ def test_b2_3_a_finished_task_line_says_how_it_ended() -> None:
 
 def test_b2_3_durations_are_short() -> None:
     assert [format_duration(s) for s in (0.4, 42, 185, 7260)] == ["0s", "42s", "3m05s", "2h01m"]
+
+
+def test_b2_3_what_the_batch_does_before_its_first_task_is_on_the_line() -> None:
+    progress = BatchProgress(total=4)
+    progress.start(0.0)
+    progress.phase = "starting a local Ray cluster"
+    assert progress.line(1.0) == (
+        "0/4 done, 0 running, 0 failed, -- tasks/min, ETA -- (starting a local Ray cluster)"
+    )
+    progress.phase = "starting 2 Ray workers"
+    progress.task_started(3.0)  # the first task to start ends the phase: no parentheses
+    assert progress.line(3.0) == "0/4 done, 1 running, 0 failed, -- tasks/min, ETA --"

@@ -17,6 +17,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -431,14 +432,22 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     out = tmp_path / "results.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "PENGUIN_HOME"}
     env |= {"TMPDIR": str(run_temp), "PENGUIN_HOME": str(driver_home), "HOME": str(tmp_path)}
-    with (tmp_path / "stderr").open("wb") as err:
-        process = await trio.lowlevel.open_process(
-            [*PENGUIN, "batch", str(tasks), "-o", str(out), "--backend", "ray", "--workers", "2"],
-            env=env,
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+    flags = ["--backend", "ray", "--workers", "2"]
+    leader, follower = os.openpty()  # stderr on a terminal: the live progress line
+    shown: list[bytes] = []
+    async with trio.lowlevel.FdStream(leader) as terminal, trio.open_nursery() as nursery:
+        read = trio.Event()
+        nursery.start_soon(_read_all, terminal, shown, read)
+        try:
+            process = await trio.lowlevel.open_process(
+                [*PENGUIN, "batch", str(tasks), "-o", str(out), *flags],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=follower,
+            )
+        finally:
+            os.close(follower)  # the child has its own
         try:
             await wait_until(lambda: len(read_log(log)) >= 2, within=120)
             during = tree(process.pid)
@@ -451,7 +460,14 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
         finally:
             if process.returncode is None:
                 process.kill()
-    assert code == 0, (tmp_path / "stderr").read_text()
+        with trio.move_on_after(30):  # until the last holder of the terminal is gone
+            await read.wait()
+        nursery.cancel_scope.cancel()
+    stderr = b"".join(shown).decode(errors="replace")
+    assert code == 0, stderr
+    # What the 2-4 s before the first task are is on the line (then the tasks' counts).
+    assert "(starting a local Ray cluster)" in stderr
+    assert re.search(r"penguin batch: 4/4 tasks in \d+s: 4 completed", stderr)
     assert {r["status"] for r in results_of(out).values()} == {"completed"}
     assert len(during) > 5  # gcs, raylet, agents, workers: the cluster was there
     # The autoscaler's monitor and the log monitor are not started for it (lean_head).
@@ -464,6 +480,14 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     assert alive == [], [p.name() for p in alive]
     assert not (tmp_path / ".ray").exists()  # no token written under ~/.ray
     assert processes_with(str(run_temp)) == []
+
+
+async def _read_all(terminal: trio.lowlevel.FdStream, into: list[bytes], read: trio.Event) -> None:
+    """Everything written to a pseudo-terminal, until its last writer closed it."""
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        while chunk := await terminal.receive_some(65536):
+            into.append(chunk)
+    read.set()
 
 
 def _daemons(log: Path, ids: tuple[str, ...]) -> list[int]:
