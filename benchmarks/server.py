@@ -294,12 +294,19 @@ async def drive_session(shared: httpx.AsyncClient, trips: Trips, mode: str) -> N
         await _drive(client, trips, mode)
 
 
-async def _drive(client: httpx.AsyncClient, trips: Trips, mode: str) -> None:
+async def _drive(
+    client: httpx.AsyncClient,
+    trips: Trips,
+    mode: str,
+    on_created: Callable[[], None] | None = None,
+) -> None:
     created = await client.post(
         "/api/projects/default_project/agents/default_agent/sessions",
         json={"approvalMode": "always-ask", "sandboxMode": mode},
     )
     sid = created.json()["session"]["sessionId"]
+    if on_created is not None:
+        on_created()
     asked: dict[str, float] = {}
     answered: dict[str, float] = {}
     running = False
@@ -404,6 +411,14 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
             await drive_session(client, alone, mode)  # also warms the server up
             loaded = Trips()
             lags: list[float] = []
+            opened: list[tuple[float, float]] = []  # (time, server CPU) once all are created
+            created = [0]
+
+            def on_created() -> None:
+                created[0] += 1
+                if created[0] == sessions:
+                    opened.append((time.perf_counter(), _cpu(process.pid)))
+
             async with contextlib.AsyncExitStack() as clients:
                 own = [
                     await clients.enter_async_context(session_client(client))
@@ -418,10 +433,13 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
                         await outer.start(measure_lag, lags)
                         async with trio.open_nursery() as nursery:
                             for session in own:
-                                nursery.start_soon(_drive, session, loaded, mode)
+                                nursery.start_soon(_drive, session, loaded, mode, on_created)
                         outer.cancel_scope.cancel()
                 figures["wall"] = time.perf_counter() - start
                 figures["server_cpu"] = _cpu(process.pid) - server_cpu
+                end, end_cpu = time.perf_counter(), _cpu(process.pid)
+                figures["opening"] = opened[0][0] - start
+                figures["calls_busy"] = (end_cpu - opened[0][1]) / (end - opened[0][0])
                 figures["children_cpu"] = _descendants_cpu(process.pid) - server_children
                 figures["client_cpu"] = time.process_time() - client_cpu
             figures["lags"] = lags
@@ -506,6 +524,11 @@ async def main(quick: bool, mode: str) -> None:
     print(
         f"    CPU during (a): server {busy[0]:4.0%} of a core, this client {busy[1]:4.0%}"
         f" (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
+    )
+    print(
+        f"      the server's loop, once all {sessions} sessions were open"
+        f" ({server['opening']:.2f} s in): {server['calls_busy']:4.0%} of a core"
+        " (one loop: at 100 % the calls take calls x the server's CPU per call)"
     )
     cores = os.cpu_count() or 1
     print(f"    the machine's CPU per call ({cores} cores), in ms:")
