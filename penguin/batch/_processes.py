@@ -74,7 +74,7 @@ async def run_in_processes(
     ``on_phase`` is told that the processes are starting (until a task starts).
     """
     count = max(1, min(workers, len(tasks)))
-    if on_phase is not None:
+    if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]
     with collapse_single():

@@ -125,3 +125,15 @@ async def test_b2_3_worker_processes_say_they_are_starting_until_a_task_starts(
     assert sorted(seen[1:]) == sorted(
         [f"start p{n}" for n in range(3)] + [f"result p{n}" for n in range(3)]
     )
+
+
+async def test_b2_3_no_tasks_start_no_worker_processes_and_say_nothing() -> None:
+    said: list[str] = []
+
+    async def emit(result: BatchResult) -> None:
+        raise AssertionError(result)
+
+    await run_in_processes(
+        [], BatchSettings(), workers=2, emit=emit, interrupt=trio.Event(), on_phase=said.append
+    )
+    assert said == []
