@@ -467,7 +467,7 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     assert code == 0, stderr
     # What the 2-4 s before the first task are is on the line (then the tasks' counts).
     assert "(starting a local Ray cluster)" in stderr
-    assert re.search(r"penguin batch: 4/4 tasks in \d+s: 4 completed", stderr)
+    assert re.search(r"penguin batch: 4/4 tasks in [0-9hms]+: 4 completed", stderr)
     assert {r["status"] for r in results_of(out).values()} == {"completed"}
     assert len(during) > 5  # gcs, raylet, agents, workers: the cluster was there
     # The autoscaler's monitor and the log monitor are not started for it (lean_head).
