@@ -435,9 +435,9 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
                             for session in own:
                                 nursery.start_soon(_drive, session, loaded, mode, on_created)
                         outer.cancel_scope.cancel()
-                figures["wall"] = time.perf_counter() - start
-                figures["server_cpu"] = _cpu(process.pid) - server_cpu
                 end, end_cpu = time.perf_counter(), _cpu(process.pid)
+                figures["wall"] = end - start
+                figures["server_cpu"] = end_cpu - server_cpu
                 figures["opening"] = opened[0][0] - start
                 figures["calls_busy"] = (end_cpu - opened[0][1]) / (end - opened[0][0])
                 figures["children_cpu"] = _descendants_cpu(process.pid) - server_children

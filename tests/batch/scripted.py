@@ -8,6 +8,7 @@ so tests see which tasks asked what, and when.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -141,6 +142,18 @@ def _task_of(messages: Sequence[Mapping[str, Any]]) -> str:
         if found:
             return found.group(1)
     raise AssertionError(f"no task id in {messages!r}")
+
+
+async def read_terminal(terminal: trio.lowlevel.FdStream) -> str:
+    """Everything written to a pseudo-terminal's other side, until its last writer closed it.
+
+    ``terminal`` is the leader's end; the reads are Trio's, so a caller can bound them.
+    """
+    chunks: list[bytes] = []
+    with contextlib.suppress(trio.BrokenResourceError):  # EIO: no writer is left
+        while chunk := await terminal.receive_some(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def configure_model(root: Path, base_url: str, api_key: str = "sk-test") -> None:

@@ -21,6 +21,7 @@ from .scripted import (
     configure_model,
     logged_exec,
     read_log,
+    read_terminal,
     task_line,
     write_tasks,
 )
@@ -226,10 +227,10 @@ async def test_b2_3_on_a_terminal_the_progress_is_one_live_line(
     leader, follower = os.openpty()
     shown: list[str] = []
     try:
-        async with trio.open_nursery() as nursery:
+        async with trio.lowlevel.FdStream(leader) as terminal, trio.open_nursery() as nursery:
 
             async def drain() -> None:
-                shown.append(await trio.to_thread.run_sync(_drain, leader))
+                shown.append(await read_terminal(terminal))
 
             nursery.start_soon(drain)
             done = await trio.run_process(
@@ -242,7 +243,6 @@ async def test_b2_3_on_a_terminal_the_progress_is_one_live_line(
             os.close(follower)  # the last writer gone: the reader sees the end
             follower = -1
     finally:
-        os.close(leader)
         if follower >= 0:
             os.close(follower)
     (shown_text,) = shown
@@ -252,19 +252,6 @@ async def test_b2_3_on_a_terminal_the_progress_is_one_live_line(
     assert "[1/3]" not in shown_text  # no per-task lines on a terminal
     assert re.search(r"penguin batch: 3/3 tasks in \d+s: 3 completed", shown_text)
     assert len(results_of(out)) == 3
-
-
-def _drain(fd: int) -> str:
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
 
 
 async def test_b2_6_without_ray_the_ray_backend_exits_1_with_the_install_command(

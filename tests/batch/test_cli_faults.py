@@ -21,10 +21,11 @@ from .scripted import (
     exec_reply,
     logged_exec,
     read_log,
+    read_terminal,
     task_line,
     write_tasks,
 )
-from .test_cli import PENGUIN, _drain, model, penguin, results_of
+from .test_cli import PENGUIN, model, penguin, results_of
 from .test_runner import processes_with, wait_until
 
 __all__ = ["model"]  # the fixture, shared with test_cli
@@ -114,10 +115,10 @@ async def test_18_4_log_lines_never_land_inside_the_live_progress_line(
     leader, follower = os.openpty()
     shown: list[str] = []
     try:
-        async with trio.open_nursery() as nursery:
+        async with trio.lowlevel.FdStream(leader) as terminal, trio.open_nursery() as nursery:
 
             async def drain() -> None:
-                shown.append(await trio.to_thread.run_sync(_drain, leader))
+                shown.append(await read_terminal(terminal))
 
             nursery.start_soon(drain)
             done = await trio.run_process(
@@ -130,7 +131,6 @@ async def test_18_4_log_lines_never_land_inside_the_live_progress_line(
             os.close(follower)
             follower = -1
     finally:
-        os.close(leader)
         if follower >= 0:
             os.close(follower)
     (text,) = shown

@@ -41,6 +41,7 @@ from .scripted import (
     exec_reply,
     logged_exec,
     read_log,
+    read_terminal,
     task_line,
     text_reply,
     tool_reply,
@@ -434,10 +435,15 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     env |= {"TMPDIR": str(run_temp), "PENGUIN_HOME": str(driver_home), "HOME": str(tmp_path)}
     flags = ["--backend", "ray", "--workers", "2"]
     leader, follower = os.openpty()  # stderr on a terminal: the live progress line
-    shown: list[bytes] = []
+    shown: list[str] = []
     async with trio.lowlevel.FdStream(leader) as terminal, trio.open_nursery() as nursery:
         read = trio.Event()
-        nursery.start_soon(_read_all, terminal, shown, read)
+
+        async def drain() -> None:
+            shown.append(await read_terminal(terminal))
+            read.set()
+
+        nursery.start_soon(drain)
         try:
             process = await trio.lowlevel.open_process(
                 [*PENGUIN, "batch", str(tasks), "-o", str(out), *flags],
@@ -463,7 +469,7 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
         with trio.move_on_after(30):  # until the last holder of the terminal is gone
             await read.wait()
         nursery.cancel_scope.cancel()
-    stderr = b"".join(shown).decode(errors="replace")
+    stderr = "".join(shown)
     assert code == 0, stderr
     # What the 2-4 s before the first task are is on the line (then the tasks' counts).
     assert "(starting a local Ray cluster)" in stderr
@@ -480,14 +486,6 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     assert alive == [], [p.name() for p in alive]
     assert not (tmp_path / ".ray").exists()  # no token written under ~/.ray
     assert processes_with(str(run_temp)) == []
-
-
-async def _read_all(terminal: trio.lowlevel.FdStream, into: list[bytes], read: trio.Event) -> None:
-    """Everything written to a pseudo-terminal, until its last writer closed it."""
-    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        while chunk := await terminal.receive_some(65536):
-            into.append(chunk)
-    read.set()
 
 
 def _daemons(log: Path, ids: tuple[str, ...]) -> list[int]:
