@@ -60,12 +60,18 @@ Rules that keep it safe and cheap:
   (``_proctable.shared_scan``), and a session whose root had already exited (nothing
   to stop in a hurry) waits :data:`GATHER_WINDOW` for company, so short commands run
   one after another share walks too. Start times filter: a process that started before
-  the root cannot carry its marker, so its environment is not read.
+  the root cannot carry its marker, so its environment is not read. That first read,
+  for a root already exited, is of the pids given since the spawn only
+  (``SpawnedProcess.mark``): everything the command started, marked or in its group,
+  got one of them; any later read is of every process.
 
 Limits: a process that both left the tree and the group *and* removed the marker from
 its environment (``env -u PENGUIN_OWNER setsid …``) cannot be told from a stranger's,
 and survives. So can a process in another user's name (setuid), which we may not
-signal anyway.
+signal anyway. A pid given out of the kernel's order (``ns_last_pid`` written by a
+checkpoint/restore tool, root only) escapes the first read of a command that already
+exited, as it escapes ``_proctable``'s cache of older processes; the session's closing
+sweep of its marker still finds it.
 """
 
 from __future__ import annotations
@@ -87,9 +93,11 @@ import trio
 
 from ._proctable import (
     OWNER_VARIABLE,
+    PidMark,
     ProcessEntry,
     ProcessTable,
     is_alive,
+    pid_mark,
     read_process_table,
     send_signal,
     shared_scan,
@@ -197,6 +205,10 @@ class SpawnedProcess:
     no look. Taken from the clock just before the spawn, not read from the root's
     ``/proc/<pid>/stat``: that read waits until the root's ``exec`` has finished (1-2 ms
     for ``bash`` here), and it would wait on the loop's thread."""
+    mark: PidMark | None = None
+    """The pid allocation just before the spawn (``None`` when unknown): everything the
+    command starts has a pid given since, so a read for what it left behind opens
+    ``stat`` only for those pids (``_proctable.pid_mark``)."""
 
     @property
     def pid(self) -> int:
@@ -230,7 +242,7 @@ async def spawn_process(
         "env": dict(env),
         "start_new_session": True,
     }
-    since = started_from_now()
+    since, mark = started_from_now(), pid_mark()
     if tty:
         master, slave = _open_pty()
         try:
@@ -256,6 +268,7 @@ async def spawn_process(
             tty=True,
             started_at=time.time(),
             root_started=_root_started(since, process.pid),
+            mark=mark,
         )
 
     root: RootProcess
@@ -284,6 +297,7 @@ async def spawn_process(
         tty=False,
         started_at=time.time(),
         root_started=_root_started(since, root.pid),
+        mark=mark,
     )
 
 
@@ -412,7 +426,7 @@ async def launch_process(
 
     The command gets the same streams, session and group as from :func:`spawn_process`.
     """
-    since = started_from_now()
+    since, mark = started_from_now(), pid_mark()
     if tty:
         master, slave = _open_pty()
         try:
@@ -425,7 +439,7 @@ async def launch_process(
         if root is None:
             os.close(master)
             return None
-        return _spawned(root, master, os.dup(master), since, tty=True)
+        return _spawned(root, master, os.dup(master), since, mark, tty=True)
     read_end, write_end = _output_pipe()
     stdin_read, stdin_write = os.pipe()
     try:
@@ -443,11 +457,11 @@ async def launch_process(
         os.close(read_end)
         os.close(stdin_write)
         return None
-    return _spawned(root, read_end, stdin_write, since, tty=False)
+    return _spawned(root, read_end, stdin_write, since, mark, tty=False)
 
 
 def _spawned(
-    root: RootProcess, output: int, stdin: int, since: float, *, tty: bool
+    root: RootProcess, output: int, stdin: int, since: float, mark: PidMark | None, *, tty: bool
 ) -> SpawnedProcess:
     return SpawnedProcess(
         process=root,
@@ -457,6 +471,7 @@ def _spawned(
         tty=tty,
         started_at=time.time(),
         root_started=_root_started(since, root.pid),
+        mark=mark,
     )
 
 
@@ -621,7 +636,8 @@ async def end_process_tree(
 
     ending = _Ending(spawned.pid, spawned.pgid, owner, exited)
     if exited.is_set():  # nothing to stop in a hurry: share the read with others
-        table = await shared.read_gathered(GATHER_WINDOW, since)
+        # Of what started since the spawn only: all of the command's own did.
+        table = await shared.read_gathered(GATHER_WINDOW, since, spawned.mark)
         if not ending.remaining(table):
             return  # the common case: it ended and left nothing behind
     else:

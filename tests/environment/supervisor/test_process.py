@@ -36,6 +36,7 @@ from penguin.environment.supervisor._process import (
 )
 from penguin.environment.supervisor._proctable import (
     OWNER_VARIABLE,
+    PidMark,
     ProcessEntry,
     ProcessTable,
     is_alive,
@@ -327,6 +328,33 @@ async def test_end_process_tree_kills_what_ignores_sigterm_and_what_escaped(
         assert read_process_table().marked(owner) == []
 
 
+async def test_20_1_a_what_an_exited_command_left_is_found_among_the_pids_given_since_it_started(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = f"env-m{os.getpid()}/proc-1"
+    # The root leaves a marked daemon (another session, reparented) and a group member.
+    script = '( setsid sleep 1000 & echo $! > daemon ); sleep 1000 & echo "ready $(cat daemon) $!"'
+    since: list[PidMark | None] = []
+    real = _proctable.read_process_table
+
+    def observed(newer_than: float = 0.0, mark: PidMark | None = None) -> ProcessTable:
+        since.append(mark)
+        return real(newer_than, mark)
+
+    monkeypatch.setattr(_proctable, "read_process_table", observed)
+    async with started(tmp_path, script, owner) as (spawned, exited, pids):
+        with trio.fail_after(10):
+            await exited.wait()
+            await end_process_tree(spawned, owner, exited, grace=0.2)
+        assert _gone(pids)
+    if backend == "procfs":
+        assert spawned.mark is not None
+        assert since[0] == spawned.mark  # the first read: the pids given since the spawn
+    else:
+        assert spawned.mark is None
+        assert since[0] is None
+
+
 async def test_end_process_tree_is_quick_when_sigterm_is_obeyed(
     tmp_path: Path, backend: str
 ) -> None:
@@ -342,7 +370,7 @@ async def test_concurrent_table_reads_are_shared(monkeypatch: pytest.MonkeyPatch
     reads = 0
     gate = threading.Event()
 
-    def counted(newer_than: float = 0.0) -> ProcessTable:
+    def counted(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
         nonlocal reads
         reads += 1
         number = reads
@@ -376,7 +404,7 @@ async def test_gathered_reads_share_one_walk_and_never_a_stale_one(
 ) -> None:
     reads = 0
 
-    def counted(newer_than: float = 0.0) -> ProcessTable:
+    def counted(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
         nonlocal reads
         reads += 1
         filters.append(newer_than)

@@ -16,8 +16,11 @@ from penguin.environment.supervisor import _proctable
 from penguin.environment.supervisor._process import sweep_marked
 from penguin.environment.supervisor._proctable import (
     OWNER_VARIABLE,
+    PidMark,
     ProcessEntry,
+    ProcessTable,
     is_alive,
+    pid_mark,
     read_process_table,
     start_of,
     started_from_now,
@@ -159,3 +162,96 @@ def test_20_1_a_the_pids_given_between_two_reads(
     window = _proctable._Window(after, cursor, 0, everything)
     assert [window.covers(pid) for pid in covered] == [True] * len(covered)
     assert [window.covers(pid) for pid in not_covered] == [False] * len(not_covered)
+
+
+# ---------------------------------------------------------------- what started since a mark
+
+
+def test_20_1_a_a_read_since_a_mark_is_of_the_pids_given_after_it() -> None:
+    owner = f"mark-test-{os.getpid()}/1"
+    older = subprocess.Popen(["sleep", "30"])
+    try:
+        mark = pid_mark()
+        assert mark is not None
+        # A marked daemon: its own session, its parent gone, found by the marker alone.
+        subprocess.run(
+            ["sh", "-c", "setsid sleep 30 & echo $! > /dev/null"],
+            env={**os.environ, OWNER_VARIABLE: owner},
+            check=True,
+        )
+        newer = subprocess.Popen(["sleep", "30"])
+        try:
+            since = read_process_table(since=mark)
+            pids = {e.pid for e in since.entries}
+            assert newer.pid in pids
+            assert older.pid not in pids  # given before the mark: not even its stat read
+            assert len(since.marked(owner)) == 1
+            assert older.pid in {e.pid for e in read_process_table().entries}
+            # A mark a whole turn of forks old proves nothing: every process is read.
+            stale = PidMark(mark.cursor, mark.forks - 10**6)
+            assert older.pid in {e.pid for e in read_process_table(since=stale).entries}
+        finally:
+            newer.kill()
+            newer.wait()
+            for entry in read_process_table().marked(owner):
+                os.kill(entry.pid, signal.SIGKILL)
+    finally:
+        older.kill()
+        older.wait()
+
+
+async def test_20_1_a_a_shared_read_is_of_every_pid_once_one_caller_asks_for_all(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    marks: list[PidMark | None] = []
+
+    def recorded(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+        marks.append(since)
+        return ProcessTable(())
+
+    monkeypatch.setattr(_proctable, "read_process_table", recorded)
+    scan = _proctable._SharedScan()
+    first, second = PidMark(500, 1_000), PidMark(520, 1_004)
+
+    async def gathered(since: PidMark | None) -> None:
+        await scan.read_gathered(0.05, 0.0, since)
+
+    async with trio.open_nursery() as nursery:
+        for mark in (second, first):
+            nursery.start_soon(gathered, mark)
+    async with trio.open_nursery() as nursery:
+        for asked in (first, None, second):
+            nursery.start_soon(gathered, asked)
+    await scan.read(0.0, second)
+    # The earliest mark holds every later one's pids; a caller with none needs them all.
+    assert marks == [first, None, second]
+
+
+async def test_20_1_a_a_callers_behind_a_failed_read_keep_what_they_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    filters: list[float] = []
+
+    def failing_once(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+        filters.append(newer_than)
+        if len(filters) == 1:
+            raise OSError("the first read fails")
+        return ProcessTable(())
+
+    monkeypatch.setattr(_proctable, "read_process_table", failing_once)
+    scan = _proctable._SharedScan()
+    failed: list[float] = []
+
+    async def read(newer_than: float) -> None:
+        try:
+            await scan.read(newer_than)
+        except OSError:
+            failed.append(newer_than)
+
+    async with trio.open_nursery() as nursery:
+        # Both ask before the first read begins, and share it; it fails for its maker.
+        nursery.start_soon(read, 1.0)
+        nursery.start_soon(read, 5.0)
+    assert len(failed) == 1
+    # The other caller's own read still reads markers from both filters, not from none.
+    assert filters == [1.0, 1.0]
