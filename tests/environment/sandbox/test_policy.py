@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import penguin
-from penguin.environment.sandbox import SandboxPolicy, policy_from_mapping, resolve_layout
+from penguin.environment.sandbox import SandboxPolicy, _policy, policy_from_mapping, resolve_layout
 from penguin.environment.sandbox._policy import write_denial
 
 
@@ -117,3 +117,41 @@ def test_x1_3_project_table_is_checked() -> None:
         policy_from_mapping({"modes": "x"}, where="[sandbox]")
     with pytest.raises(ValueError, match=r"\[sandbox\].network must be true or false"):
         policy_from_mapping({"network": "no"}, where="[sandbox]")
+
+
+def test_x1_2_a_path_is_resolved_as_realpath_then_lexists_say(tmp_path: Path) -> None:
+    # The layout resolves every path at each command start through a descriptor of it
+    # (_policy._resolved); what it gives must be what realpath and lexists give.
+    (tmp_path / "dir" / "sub").mkdir(parents=True)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "to-file").symlink_to(tmp_path / "file")
+    (tmp_path / "to-dir").symlink_to("dir")
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    (tmp_path / "to-dangling").symlink_to("dangling")
+    (tmp_path / "dir" / "odd name (deleted)").write_text("x")
+    names = [
+        "file",
+        "to-file",
+        "to-dir",
+        "to-dir/sub",
+        "to-dir/sub/..",
+        "to-dir/../file",
+        "dir/sub/../../to-file",
+        "dangling",
+        "to-dangling",
+        "loop-a",
+        "loop-a/x",
+        "missing",
+        "missing/deeper",
+        "file/not-a-dir",
+        "dir/odd name (deleted)",
+        ".",
+    ]
+    for name in names:
+        path = os.path.join(tmp_path, name)
+        real = os.path.realpath(path)
+        expected = real if os.path.lexists(real) else None
+        assert _policy._resolved(path) == expected, name
+        assert _policy._realpath(path) == real, name
