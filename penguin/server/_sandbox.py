@@ -23,7 +23,7 @@ import trio
 
 from penguin._log import warn
 from penguin.agent import Agent
-from penguin.environment.sandbox import MODES, SandboxPolicy, probe, recorded_policy, refusal
+from penguin.environment.sandbox import MODES, SandboxPolicy, probed, recorded_policy, refusal
 from penguin.environment.sandbox import warning as fallback_warning
 from penguin.trace import find_session
 
@@ -76,7 +76,7 @@ async def session_policy(agent: Agent, mode: str | None, network: bool | None) -
         data_root=base.data_root,
     )
     if policy.enforced:
-        reason = (await trio.to_thread.run_sync(probe)).reason
+        reason = (await probed()).reason
         if reason is not None:
             if chosen:
                 raise ApiError(400, "sandbox_unavailable", refusal(reason))

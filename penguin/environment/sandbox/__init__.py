@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from penguin._errors import SandboxUnavailableError
 
-from ._linux import Support, landlock_abi, probe
+from ._linux import Support, landlock_abi, probe, probed
 from ._policy import (
     MODES,
     Layout,
@@ -43,6 +43,7 @@ __all__ = [
     "open_sandbox",
     "policy_from_mapping",
     "probe",
+    "probed",
     "recorded_policy",
     "refusal",
     "resolve_layout",

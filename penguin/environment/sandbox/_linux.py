@@ -64,6 +64,7 @@ __all__ = [
     "Support",
     "build_namespaces",
     "probe",
+    "probed",
 ]
 
 _SYS_LANDLOCK_CREATE_RULESET: Final = 444
@@ -142,6 +143,19 @@ def probe() -> Support:
         if _probed is None:
             _probed = _probe()
         return _probed
+
+
+async def probed() -> Support:
+    """:func:`probe` from Trio: in a worker thread the first time, at once afterwards.
+
+    Every sandboxed session asks (twice, in a server); the answer is the process's
+    since the first, so only that one is worth a thread hop.
+    """
+    known = _probed
+    if known is not None:
+        await trio.lowlevel.checkpoint()
+        return known
+    return await trio.to_thread.run_sync(probe)
 
 
 def _probe() -> Support:

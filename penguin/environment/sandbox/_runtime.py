@@ -24,7 +24,7 @@ import trio
 
 from penguin._errors import SandboxUnavailableError
 
-from ._linux import Namespaces, SandboxedChild, _SpawnerGone, build_namespaces, probe
+from ._linux import Namespaces, SandboxedChild, _SpawnerGone, build_namespaces, probed
 from ._policy import Layout, SandboxPolicy, resolve_layout, write_denial
 
 __all__ = ["TMP_DIR_NAME", "CommandSandbox", "close_sandbox", "open_sandbox"]
@@ -186,7 +186,7 @@ async def open_sandbox(
     if policy is None or not policy.enforced:
         await trio.lowlevel.checkpoint()
         return None
-    support = await trio.to_thread.run_sync(probe)
+    support = await probed()
     if support.reason is not None:
         raise SandboxUnavailableError(support.reason)
     if policy.data_root is not None:

@@ -280,6 +280,23 @@ async def test_x1_2_tmpdir_is_private_and_writable(workspace: Path, tmp_path: Pa
     assert out.splitlines()[:3] == [str(scratch / "tmp"), "wrote", "null"]
 
 
+async def test_x3_1_the_probe_is_asked_of_a_worker_thread_once_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    known = _linux.Support(None, None, True, True, "bubblewrap 0.0")
+    monkeypatch.setattr(_linux, "_probed", known)
+    limiter = trio.to_thread.current_default_thread_limiter()
+    hoarders = [object() for _ in range(int(limiter.available_tokens))]
+    for hoarder in hoarders:  # no worker thread can start from now on
+        limiter.acquire_on_behalf_of_nowait(hoarder)
+    try:
+        with trio.fail_after(5):  # a hop would wait for a thread token for ever
+            assert await _linux.probed() is known
+    finally:
+        for hoarder in hoarders:
+            limiter.release_on_behalf_of(hoarder)
+
+
 async def test_x3_1_sdk_refuses_when_the_kernel_cannot(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
