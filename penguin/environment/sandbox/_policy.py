@@ -6,9 +6,9 @@ workspace, scratchpad and data root at one moment: absolute, symlink-free paths 
 exist), and the file tools' write check with spec/sandbox.md X2.2's texts.
 
 Nothing here starts a process or changes a file: :func:`resolve_layout` only looks
-(``realpath``, ``stat``, ``listdir`` of the data root), so it is cheap enough to run at
-every command start and every file-tool call, and the kernel-facing part
-(``_linux``) only turns a :class:`Layout` into mounts.
+(paths resolved through ``O_PATH`` descriptors, ``stat``, ``listdir`` of the data
+root), so it is cheap enough to run at every command start and every file-tool call,
+and the kernel-facing part (``_linux``) only turns a :class:`Layout` into mounts.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _real(path: str, workspace: str) -> str:
+def _joined(path: str, workspace: str) -> str:
     return os.path.join(workspace, os.path.expanduser(path))
 
 
@@ -134,8 +134,8 @@ def _resolved(path: str) -> str | None:
 
     What ``os.path.realpath`` then ``os.path.lexists`` give, in three system calls on
     Linux (a descriptor of the path itself, ``O_PATH``, and the name the kernel keeps for
-    it) instead of one ``lstat`` per component in Python: 260 → 60 µs for a layout of
-    a server's session, resolved at every command start.
+    it) instead of one ``lstat`` per component in Python: a server session's layout,
+    resolved at every command start, took 262 µs and takes 112.
     """
     if _BY_DESCRIPTOR:
         try:
@@ -225,7 +225,7 @@ def resolve_layout(
         if home:
             candidates.append(os.path.join(home, ".cache"))
         candidates.extend(policy.writable_roots)
-        writable = _existing(_real(c, ws) for c in candidates)
+        writable = _existing(_joined(c, ws) for c in candidates)
         guarded: list[str] = [*_git_paths(ws), os.path.join(ws, ".penguin")]
         if data_root is not None:
             root = _realpath(os.fspath(data_root))
@@ -234,7 +234,7 @@ def resolve_layout(
         guarded.extend(policy.protected)
         protected = [
             p
-            for p in _existing(_real(g, ws) for g in guarded)
+            for p in _existing(_joined(g, ws) for g in guarded)
             if any(_within(p, w) for w in writable)
         ]
     return Layout(
