@@ -200,6 +200,27 @@ def test_20_1_a_a_read_since_a_mark_is_of_the_pids_given_after_it() -> None:
         older.wait()
 
 
+def test_20_1_a_a_mark_takes_a_fork_count_never_above_the_kernels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # /proc/stat is read at most every _FORKS_FRESH seconds for marks: a count read
+    # earlier is lower, which only brings a read of every process sooner.
+    monkeypatch.setattr(_proctable, "_recent_forks", (time.monotonic(), 5))
+    mark = pid_mark()
+    assert mark is not None
+    assert mark.forks == 5  # the recent count served, no read
+    stale = time.monotonic() - 2 * _proctable._FORKS_FRESH
+    monkeypatch.setattr(_proctable, "_recent_forks", (stale, 5))
+    mark = pid_mark()
+    now = _proctable._forks()
+    assert mark is not None
+    assert now is not None
+    assert 5 < mark.forks <= now  # read again: the kernel's count, not above it
+    recent = _proctable._recent_forks
+    assert recent is not None
+    assert recent[1] == now  # every read refreshes what marks are served
+
+
 async def test_20_1_a_a_shared_read_is_of_every_pid_once_one_caller_asks_for_all(
     monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
