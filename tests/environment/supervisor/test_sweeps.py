@@ -173,28 +173,24 @@ def test_20_1_a_a_read_since_a_mark_is_of_the_pids_given_after_it() -> None:
     try:
         mark = pid_mark()
         assert mark is not None
-        # A marked daemon: its own session, its parent gone, found by the marker alone.
-        subprocess.run(
-            ["sh", "-c", "setsid sleep 30 & echo $! > /dev/null"],
-            env={**os.environ, OWNER_VARIABLE: owner},
-            check=True,
-        )
+        # Marked, in a session of its own: found by the marker alone. (Popen returns
+        # once it has exec'd: a process between two execs shows an empty environment.)
+        daemon = _marked_sleeper(owner)
         newer = subprocess.Popen(["sleep", "30"])
         try:
             since = read_process_table(since=mark)
             pids = {e.pid for e in since.entries}
             assert newer.pid in pids
             assert older.pid not in pids  # given before the mark: not even its stat read
-            assert len(since.marked(owner)) == 1
+            assert [e.pid for e in since.marked(owner)] == [daemon.pid]
             assert older.pid in {e.pid for e in read_process_table().entries}
             # A mark a whole turn of forks old proves nothing: every process is read.
             stale = PidMark(mark.cursor, mark.forks - 10**6)
             assert older.pid in {e.pid for e in read_process_table(since=stale).entries}
         finally:
-            newer.kill()
-            newer.wait()
-            for entry in read_process_table().marked(owner):
-                os.kill(entry.pid, signal.SIGKILL)
+            for process in (newer, daemon):
+                process.kill()
+                process.wait()
     finally:
         older.kill()
         older.wait()
