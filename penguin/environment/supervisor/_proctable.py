@@ -171,10 +171,14 @@ def _owner_in(environ: bytes) -> str | None:
     return os.fsdecode(environ[start : end if end >= 0 else len(environ)])
 
 
-def _stat_of(name: str) -> tuple[bytes, int, int, int] | None:
-    """``(state, ppid, pgid, starttime)`` of ``/proc/<name>``; ``None`` when gone or unreadable."""
+_DEAD_STATES: Final = (b"Z", b"X", b"x")
+"""``stat`` states of a process that has exited: a zombie, or one being reaped."""
+
+
+def _stat_of(pid: int | str) -> tuple[bytes, int, int, int] | None:
+    """``(state, ppid, pgid, starttime)`` of ``/proc/<pid>``; ``None`` when gone or unreadable."""
     try:
-        return _parse_stat(_read_stat(name))
+        return _parse_stat(_read_stat(pid))
     except (OSError, ValueError, IndexError):
         return None
 
@@ -185,7 +189,7 @@ def _entry(name: str, stat: tuple[bytes, int, int, int], newer_than: float) -> P
     Its marker is read only when it started at ``newer_than`` or later.
     """
     state, ppid, pgid, started = stat
-    zombie = state in (b"Z", b"X", b"x")
+    zombie = state in _DEAD_STATES
     owner = None
     if not zombie and started >= newer_than:
         with contextlib.suppress(OSError):
@@ -194,14 +198,13 @@ def _entry(name: str, stat: tuple[bytes, int, int, int], newer_than: float) -> P
 
 
 def _read_procfs(newer_than: float, since: PidMark | None) -> ProcessTable:
+    names = os.listdir("/proc")
     if since is not None:
-        names = os.listdir("/proc")
         # Read after the listing: every pid listed was given by then.
         window = _allocation_window(since.cursor, since.forks)
         if not window.everything:
             return _read_given(names, window, newer_than)
-        return _read_all(names, newer_than)
-    return _read_all(os.listdir("/proc"), newer_than)
+    return _read_all(names, newer_than)
 
 
 def _read_given(names: list[str], window: _Window, newer_than: float) -> ProcessTable:
@@ -516,11 +519,11 @@ def started_from_now() -> float:
 
 def _procfs_started(pid: int) -> tuple[int, bool] | None:
     """``(starttime, zombie)`` of whatever process has ``pid`` now, or None."""
-    try:
-        state, _, _, started = _parse_stat(_read_stat(pid))
-    except (OSError, ValueError, IndexError):
+    stat = _stat_of(pid)
+    if stat is None:
         return None
-    return started, state in (b"Z", b"X", b"x")
+    state, _, _, started = stat
+    return started, state in _DEAD_STATES
 
 
 def is_alive(entry: ProcessEntry) -> bool:
