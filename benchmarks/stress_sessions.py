@@ -115,8 +115,8 @@ def _is_spawner(process: psutil.Process) -> bool:
         argv = process.cmdline()
     except psutil.Error:
         return False
-    # bwrap's own argv ends with the spawner's (path, socket fd), as the spawner's does
-    return len(argv) >= 2 and argv[-2] == _spawner.__file__
+    # bwrap's own argv ends with the spawner's (its folder, socket fd), as the spawner's does
+    return len(argv) >= 2 and argv[-2] == os.path.dirname(_spawner.__file__)
 
 
 SANDBOX: penguin.SandboxPolicy | None = None
