@@ -22,6 +22,11 @@ b. SSE fan-out: one session whose model streams 20,000 text chunks, read by 10
 
 Login shells read no profile (``HOME`` is a fresh directory), and every loop is bounded:
 the benchmark stops by itself. Traffic stays on 127.0.0.1.
+
+With ``--loop-profile`` the server runs under :mod:`benchmarks._loop_probe`, and (a)
+also prints where the server's loop spent its CPU, per call and by task (request
+handlers and SSE writes, the engine's turns, tool runs, approvals…), and how many SSE
+chunks carried each call's frames. The probe costs the loop a little CPU of its own.
 """
 
 from __future__ import annotations
@@ -394,9 +399,13 @@ async def read_base_url(process: trio.Process) -> str:
     return line.decode().split("server: ", 1)[1].split("/?token=")[0]
 
 
-async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> dict[str, Any]:
+async def run_server(
+    root: Path, sessions: int, subscribers: int, mode: str, probe: Path | None = None
+) -> dict[str, Any]:
+    """(a) then (b) against a ``penguin server``; with ``probe``, under ``_loop_probe``."""
+    runner = ["penguin"] if probe is None else ["benchmarks._loop_probe", str(probe)]
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "penguin", "server", "--port", "0", "--root", str(root)],
+        [sys.executable, "-m", *runner, "server", "--port", "0", "--root", str(root)],
         stdout=subprocess.PIPE,
         env={**os.environ, "PENGUIN_SERVER_TOKEN": TOKEN},
     )
@@ -409,6 +418,8 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
         ) as client:
             alone = Trips()
             await drive_session(client, alone, mode)  # also warms the server up
+            if probe is not None:
+                process.send_signal(signal.SIGUSR1)  # the loop's count starts with (a)
             loaded = Trips()
             lags: list[float] = []
             opened: list[tuple[float, float]] = []  # (time, server CPU) once all are created
@@ -437,6 +448,8 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
                         outer.cancel_scope.cancel()
                 end, end_cpu = time.perf_counter(), _cpu(process.pid)
                 figures["wall"] = end - start
+                if probe is not None:
+                    figures["loop"] = await _loop_figures(process, probe)
                 figures["server_cpu"] = end_cpu - server_cpu
                 figures["opening"] = opened[0][0] - start
                 figures["calls_busy"] = (end_cpu - opened[0][1]) / (end - opened[0][0])
@@ -455,6 +468,45 @@ async def run_server(root: Path, sessions: int, subscribers: int, mode: str) -> 
     return figures
 
 
+async def _loop_figures(process: trio.Process, probe: Path) -> dict[str, Any]:
+    """What ``_loop_probe`` counted since ``SIGUSR1`` (asked with ``SIGUSR2``)."""
+    process.send_signal(signal.SIGUSR2)
+
+    def written() -> dict[str, Any]:  # the probe writes the file whole (a rename)
+        deadline = time.monotonic() + 10
+        while not probe.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server's loop probe wrote nothing within 10 s")
+            time.sleep(0.01)
+        figures: dict[str, Any] = json.loads(probe.read_text())
+        return figures
+
+    return await trio.to_thread.run_sync(written)
+
+
+def print_loop(loop: dict[str, Any], calls: int) -> None:
+    """The server's loop during (a), per call: its thread's CPU, by task name."""
+    tasks: dict[str, list[float]] = loop["tasks"]
+    in_steps = sum(cpu for cpu, _ in tasks.values())
+    per = 1000 / calls
+    print(
+        f"    the server's loop during (a) (--loop-profile; its thread's CPU per call):"
+        f" {loop['thread'] * per:.2f} ms, of which {in_steps * per:.2f} in task steps"
+        f" and {(loop['thread'] - in_steps) * per:.2f} between them (scheduling, epoll)"
+    )
+    ranked = sorted(tasks.items(), key=lambda item: -item[1][0])
+    for name, (cpu, steps) in ranked[:12]:
+        print(
+            f"      {cpu * per:6.2f} ms {steps / calls:6.1f} steps"
+            f" {1e6 * cpu / max(steps, 1):6.1f} us/step  {name}"
+        )
+    if loop["chunks"]:
+        print(
+            f"      SSE: {loop['frames'] / calls:.1f} frames per call,"
+            f" written in {loop['chunks'] / calls:.1f} chunks"
+        )
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -462,7 +514,7 @@ def _verdict(ok: bool) -> str:
     return "ok  " if ok else "MISS"
 
 
-async def main(quick: bool, mode: str) -> None:
+async def main(quick: bool, mode: str, loop_profile: bool = False) -> None:
     sessions, calls, subscribers, burst = (16, 10, 10, 5_000) if quick else (64, 10, 10, 20_000)
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as tmp:
         home = Path(tmp) / "home"
@@ -491,7 +543,8 @@ async def main(quick: bool, mode: str) -> None:
             baseline = await run_worker(base_root, sessions, burst, mode)
             baseline["model_cpu"] = _cpu(model.pid) - model_cpu
             model_cpu = _cpu(model.pid)
-            server = await run_server(server_root, sessions, subscribers, mode)
+            probe = Path(tmp) / "loop.json" if loop_profile else None
+            server = await run_server(server_root, sessions, subscribers, mode, probe)
             server["model_cpu"] = _cpu(model.pid) - model_cpu
         finally:
             assert model.stdin is not None
@@ -546,6 +599,8 @@ async def main(quick: bool, mode: str) -> None:
             f"      {name:<14} {per[0]:7.2f} {per[1]:19.2f} {per[2]:7.2f} {per[3]:6.2f}"
             f"  {whole / (side['wall'] * cores):4.0%} of the cores"
         )
+    if "loop" in server:
+        print_loop(server["loop"], len(loaded))
     print(f"    approval round trip, alone     p50 {a50:6.2f} ms  p99 {a99:6.2f} ms")
     rss, base_rss = server["rss"] / MB, baseline["rss"] / MB
     print(
@@ -573,6 +628,11 @@ if __name__ == "__main__":
         help="both sides' sessions' sandbox (default: workspace-write, the server's default)",
     )
     parser.add_argument(
+        "--loop-profile",
+        action="store_true",
+        help="run the server under benchmarks._loop_probe: its loop's CPU per call, by task",
+    )
+    parser.add_argument(
         "--worker", nargs=4, metavar=("ROOT", "SESSIONS", "BURST", "MODE"), help=argparse.SUPPRESS
     )
     parser.add_argument("--model", nargs=2, metavar=("CALLS", "BURST"), help=argparse.SUPPRESS)
@@ -583,4 +643,4 @@ if __name__ == "__main__":
         root, count, size, mode = arguments.worker
         print(json.dumps(trio.run(worker, Path(root), int(count), int(size), mode)))
     else:
-        trio.run(main, arguments.quick, arguments.sandbox)
+        trio.run(main, arguments.quick, arguments.sandbox, arguments.loop_profile)
