@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import _socket
 import array
+import errno
 import fcntl
 import marshal
 import os
@@ -65,13 +66,12 @@ MAX_MESSAGE = 1 << 20
 """The largest start message read (argv and environment); penguin sends larger ones
 through ``nsenter`` instead."""
 _FDS = 4
-_SIGKILL = 9
-_SIGPIPE = 13
-_SIGXFSZ = 25
-_DEFAULT_SIGNALS = (_SIGPIPE, _SIGXFSZ)
+_signal = __import__("_signal")  # signal's C half: the signal module imports enum
+_SIGKILL: int = _signal.SIGKILL
+_DEFAULT_SIGNALS: tuple[int, int] = (_signal.SIGPIPE, _signal.SIGXFSZ)
 """What ``subprocess``'s ``restore_signals`` puts back to their default in a command
 (Python ignores both in itself, and so in this process)."""
-_NOT_THERE = (2, 20)  # ENOENT, ENOTDIR: the next directory of PATH is tried
+_NOT_THERE = (errno.ENOENT, errno.ENOTDIR)  # the next directory of PATH is tried
 
 
 def _claim_tty() -> None:  # runs in the child, between fork and exec
