@@ -154,7 +154,7 @@ def _spawn(request: dict[str, object], stdio: list[int]) -> int:
     is inherited: every other descriptor of this process is close-on-exec. One
     difference from ``Popen``'s child: glibc's ``posix_spawn`` leaves its two internal
     signals (32 and 33, below ``SIGRTMIN``) ignored, which a program of glibc's takes
-    back when it needs them; no command can be sent them meaningfully anyway.
+    back when it needs them (a command sent one by number is not ended by it).
     """
     argv, env, cwd, executable = (request[key] for key in ("argv", "env", "cwd", "executable"))
     if not (
