@@ -298,7 +298,7 @@ def _close_inherited(keep: int) -> None:
         try:
             fcntl.fcntl(fd, fcntl.F_GETFD)
         except OSError:
-            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+            os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
 
 
 def main(fd: int) -> None:

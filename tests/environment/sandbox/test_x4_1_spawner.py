@@ -238,10 +238,11 @@ async def test_x4_1_spawn_errors_read_as_without_the_sandbox(workspace: Path) ->
 
 
 @contextlib.contextmanager
-def _bare_spawner() -> Iterator[_linux._Spawner]:
+def _bare_spawner(without_stdin: bool = False) -> Iterator[_linux._Spawner]:
     near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    closing = ["/bin/sh", "-c", 'exec 0<&- "$@"', "sh"] if without_stdin else []
     process = subprocess.Popen(
-        [*_linux._SPAWNER_ARGV, str(far.fileno())],
+        [*closing, *_linux._SPAWNER_ARGV, str(far.fileno())],
         pass_fds=(far.fileno(),),
         stdout=subprocess.PIPE,
         start_new_session=True,
@@ -360,6 +361,34 @@ async def test_x4_1_a_spawned_command_inherits_stdio_only_in_a_session_of_its_ow
     assert ignored & ~(1 << 31 | 1 << 32) == 0
     session, pid = (part.split("=")[1] for part in lines[3].split())
     assert session == pid
+
+
+async def test_x4_1_a_spawner_started_without_stdin_still_gives_each_command_its_own(
+    tmp_path: Path,
+) -> None:
+    # A descriptor received while the spawner's fd 0 were free would land there, and
+    # the command's stdin would be put on top of it. The spawner fills a hole in its
+    # stdio at start (and its epoll descriptor would take one too): whatever keeps it
+    # filled, a command gets the stdin it was given, and nothing more.
+    read, write = os.pipe()
+    out_read, out_write = os.pipe()
+    with _bare_spawner(without_stdin=True) as spawner:
+        child = await spawner.start(
+            ["/bin/sh", "-c", 'cat; ls /proc/$$/fd | tr "\\n" " "'],
+            None,
+            str(tmp_path),
+            {},
+            (read, out_write, out_write),
+            False,
+        )
+        assert child is not None
+        for fd in (read, out_write):
+            os.close(fd)
+        os.write(write, b"from the pipe\n")
+        os.close(write)
+        assert await child.wait() == 0
+    with os.fdopen(out_read, "rb") as output:
+        assert output.read() == b"from the pipe\n0 1 2 "
 
 
 @pytest.mark.parametrize(
