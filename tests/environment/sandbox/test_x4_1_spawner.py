@@ -341,26 +341,31 @@ async def test_x4_1_the_spawner_starts_a_command_as_popen_does(tmp_path: Path) -
 async def test_x4_1_a_spawned_command_inherits_stdio_only_in_a_session_of_its_own(
     tmp_path: Path,
 ) -> None:
-    probe = (
-        'ls /proc/$$/fd | sort -n | tr "\\n" " "; echo; '
-        "grep -E '^(SigIgn|SigBlk)' /proc/$$/status; "
-        "echo session=$(cut -d' ' -f6 /proc/$$/stat) pid=$$"
-    )
+    # Each figure is read by a command of its own, from /proc/self, with no shell: a
+    # shell holds descriptors of its own for a moment as it starts a pipeline or a
+    # redirection, and blocks every signal while it forks.
     with _bare_spawner() as spawner:
-        boxed, popen = await _both(spawner, ["/bin/sh", "-c", probe], str(tmp_path), {})
-    assert boxed[:2] == popen[:2] == ("ran", 0)
-    lines = bytes(boxed[2]).decode().splitlines()  # type: ignore[call-overload]
-    assert lines[0] == "0 1 2 "  # nothing of the spawner's: every other fd is close-on-exec
-    assert lines[1] == "SigBlk:\t0000000000000000"  # no signal blocked
+        fds = await _both(spawner, ["ls", "/proc/self/fd"], str(tmp_path), {})
+        signals = await _both(
+            spawner, ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"], str(tmp_path), {}
+        )
+        stat = await _both(spawner, ["cat", "/proc/self/stat"], str(tmp_path), {})
+    # ls's one descriptor of its own is its handle on the folder: 3 when nothing else
+    # was inherited, as in Popen's child.
+    assert fds[0] == fds[1] == ("ran", 0, b"0\n1\n2\n3\n")
+    boxed, popen = (bytes(side[2]).decode().split() for side in signals)  # type: ignore[call-overload]
+    assert signals[0][:2] == signals[1][:2] == ("ran", 0)
+    assert boxed[:2] == popen[:2] == ["SigBlk:", "0000000000000000"]  # no signal blocked
     # No signal ignored, as in Popen's child (SIGPIPE and SIGXFSZ, which Python ignores,
     # back at their default), but for the C library's two internal ones: glibc's
-    # posix_spawn leaves 32 and 33 ignored, which its programs take back at start-up.
-    popen_ignored = int(bytes(popen[2]).split(b"SigIgn:")[1].split()[0], 16)  # type: ignore[call-overload]
-    ignored = int(lines[2].removeprefix("SigIgn:"), 16)
-    assert popen_ignored == 0
-    assert ignored & ~(1 << 31 | 1 << 32) == 0
-    session, pid = (part.split("=")[1] for part in lines[3].split())
-    assert session == pid
+    # posix_spawn leaves 32 and 33 ignored, which its programs take back when needed.
+    assert popen[2:] == ["SigIgn:", "0000000000000000"]
+    assert boxed[2] == "SigIgn:"
+    assert int(boxed[3], 16) & ~(1 << 31 | 1 << 32) == 0
+    fields = bytes(stat[0][2]).rsplit(b")", 1)[1].split()  # type: ignore[call-overload]
+    pid = bytes(stat[0][2]).split()[0]  # type: ignore[call-overload]
+    assert stat[0][:2] == ("ran", 0)
+    assert fields[3] == pid  # its session is its own (stat field 6, the session id)
 
 
 async def test_x4_1_a_spawner_started_without_stdin_still_gives_each_command_its_own(
@@ -374,7 +379,7 @@ async def test_x4_1_a_spawner_started_without_stdin_still_gives_each_command_its
     out_read, out_write = os.pipe()
     with _bare_spawner(without_stdin=True) as spawner:
         child = await spawner.start(
-            ["/bin/sh", "-c", 'cat; ls /proc/$$/fd | tr "\\n" " "'],
+            ["/bin/sh", "-c", "cat; exec ls /proc/self/fd"],  # 3: ls's handle on the folder
             None,
             str(tmp_path),
             {},
@@ -388,7 +393,7 @@ async def test_x4_1_a_spawner_started_without_stdin_still_gives_each_command_its
         os.close(write)
         assert await child.wait() == 0
     with os.fdopen(out_read, "rb") as output:
-        assert output.read() == b"from the pipe\n0 1 2 "
+        assert output.read() == b"from the pipe\n0\n1\n2\n3\n"
 
 
 @pytest.mark.parametrize(
