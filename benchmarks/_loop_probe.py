@@ -8,8 +8,15 @@ tool's run…); what the loop does between steps (scheduling, ``epoll``, I/O
 registration) is the rest of the thread's CPU. SSE frames and the chunks they were
 written in are counted too (frames per chunk: how much each write carries).
 
+It also times the loop's passes: Trio runs every task that is ready, one step each, then
+waits in ``epoll`` for more (with no wait when some task is ready again). A task that
+yields (any checkpoint: a lock, a channel, a socket write) takes its next step in the
+next pass, so under load each yield on a request's path costs it about one pass: the
+queueing the server's latency is made of. Each pass's wall time (from the end of one
+``epoll`` wait to the start of the next, preemption included) is kept.
+
 ``SIGUSR1`` starts the count afresh; ``SIGUSR2`` writes it to ``OUT`` as JSON
-(``{"thread": s, "tasks": {name: [s, steps]}, "frames": n, "chunks": n}``).
+(``{"thread": s, "tasks": {name: [s, steps]}, "frames": n, "chunks": n, "passes": [s]}``).
 """
 
 from __future__ import annotations
@@ -37,12 +44,17 @@ class LoopProbe(trio.abc.Instrument):
         self.counts: collections.Counter[str] = collections.Counter()
         self.began = time.thread_time()
         self._step = 0.0
+        self.passes: list[float] = []
+        """Each pass's wall seconds, from one ``epoll`` wait's end to the next one's start."""
+        self._pass_began: float | None = None
 
     def reset(self) -> None:
         self.cpu.clear()
         self.steps.clear()
         self.counts.clear()
         self.began = time.thread_time()
+        self.passes = []
+        self._pass_began = None
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self._step = time.thread_time()
@@ -51,12 +63,20 @@ class LoopProbe(trio.abc.Instrument):
         self.cpu[task.name] += time.thread_time() - self._step
         self.steps[task.name] += 1
 
+    def after_io_wait(self, timeout: float) -> None:
+        self._pass_began = time.perf_counter()
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self._pass_began is not None:
+            self.passes.append(time.perf_counter() - self._pass_began)
+
     def figures(self) -> dict[str, Any]:
         return {
             "thread": time.thread_time() - self.began,
             "tasks": {name: [self.cpu[name], self.steps[name]] for name in self.cpu},
             "frames": self.counts["frames"],
             "chunks": self.counts["chunks"],
+            "passes": self.passes,
         }
 
 

@@ -484,8 +484,11 @@ async def _loop_figures(process: trio.Process, probe: Path) -> dict[str, Any]:
     return await trio.to_thread.run_sync(written)
 
 
-def print_loop(loop: dict[str, Any], calls: int) -> None:
-    """The server's loop during (a), per call: its thread's CPU, by task name."""
+def print_loop(loop: dict[str, Any], calls: int, round_trip: float) -> None:
+    """The server's loop during (a), per call: its thread's CPU, by task name; its passes.
+
+    ``round_trip`` is the loaded approval round trip's p50, in seconds.
+    """
     tasks: dict[str, list[float]] = loop["tasks"]
     in_steps = sum(cpu for cpu, _ in tasks.values())
     per = 1000 / calls
@@ -504,6 +507,23 @@ def print_loop(loop: dict[str, Any], calls: int) -> None:
         print(
             f"      SSE: {loop['frames'] / calls:.1f} frames per call,"
             f" written in {loop['chunks'] / calls:.1f} chunks"
+        )
+    passes: list[float] = loop.get("passes", [])
+    if passes and round_trip > 0:
+        mean = statistics.fmean(passes)
+        # A yield lands in a pass with odds in proportion to its length: on average
+        # sum(d^2) / sum(d) long; it waits out the rest of that one (half, on average),
+        # then its turn in the next (half of an average pass).
+        wait = (sum(d * d for d in passes) / sum(passes) + mean) / 2
+        print(
+            f"      scheduler passes: {len(passes) / calls:.1f} per call, each"
+            f" p50 {statistics.median(passes) * 1000:.2f} ms, mean {mean * 1000:.2f} ms,"
+            f" p90 {percentile(passes, 90) * 1000:.2f} ms (wall)"
+        )
+        print(
+            f"      a task that yields (a lock, a channel, a socket write) waits"
+            f" {wait * 1000:.2f} ms for its next step: the loaded round trip's p50 is"
+            f" {round_trip / wait:.1f} such waits"
         )
 
 
@@ -586,12 +606,13 @@ async def main(quick: bool, mode: str, loop_profile: bool = False) -> None:
     cores = os.cpu_count() or 1
     print(f"    the machine's CPU per call ({cores} cores), in ms:")
     print("                     penguin  sandboxes+commands  client  model  busy")
+    machine: dict[str, float] = {}  # each side's CPU seconds, every process together
     for name, side, client in (
         ("server", server, server["client_cpu"]),
         ("baseline", baseline, 0.0),
     ):
         own = side["server_cpu"] if name == "server" else side["cpu"]
-        whole = own + side["children_cpu"] + client + side["model_cpu"]
+        whole = machine[name] = own + side["children_cpu"] + client + side["model_cpu"]
         per = [
             1000 * x / len(loaded) for x in (own, side["children_cpu"], client, side["model_cpu"])
         ]
@@ -599,8 +620,14 @@ async def main(quick: bool, mode: str, loop_profile: bool = False) -> None:
             f"      {name:<14} {per[0]:7.2f} {per[1]:19.2f} {per[2]:7.2f} {per[3]:6.2f}"
             f"  {whole / (side['wall'] * cores):4.0%} of the cores"
         )
+    print(
+        f"    at this CPU per call, the ratio is at least"
+        f" {machine['server'] / cores / baseline['wall']:.2f} x with every core busy all the"
+        f" time, and {server['server_cpu'] / baseline['wall']:.2f} x if the server's own"
+        " CPU ran on one core without a pause"
+    )
     if "loop" in server:
-        print_loop(server["loop"], len(loaded))
+        print_loop(server["loop"], len(loaded), statistics.median(loaded))
     print(f"    approval round trip, alone     p50 {a50:6.2f} ms  p99 {a99:6.2f} ms")
     rss, base_rss = server["rss"] / MB, baseline["rss"] / MB
     print(
