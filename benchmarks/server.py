@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import resource
 import signal
 import statistics
@@ -56,10 +57,15 @@ from penguin import protocol as om
 from penguin.approval import approver_for_mode
 from penguin.llm import testing as t
 
+from ._h11_client import Client as H11Client
+
 CALLS_TASK: Final = "bench: ten commands"
 BURST_TASK: Final = "bench: a burst of text"
 TOKEN: Final = "benchmark-token"
 MB: Final = 1_000_000
+
+AnyClient = H11Client | httpx.AsyncClient
+"""A session's client: see :func:`session_client`."""
 
 
 # --------------------------------------------------------------------------- the model
@@ -97,9 +103,26 @@ def model_handler(calls: int, burst: int) -> Callable[[t.ReceivedRequest], t.Rep
     return handler
 
 
-async def serve_model(calls: int, burst: int) -> None:
+def thinking(handler: Callable[[t.ReceivedRequest], t.Reply], think: float) -> t.Handler:
+    """``handler``, answering a turn of the ten-command task after ``think`` seconds or so.
+
+    Each wait is drawn evenly from half to one and a half times ``think`` (seeded, so
+    runs draw the same): with one time for all, the 64 sessions' calls would all come
+    in the same millisecond, turn after turn, as no real sessions do.
+    """
+    draw = random.Random(20)
+
+    async def slow(request: t.ReceivedRequest) -> t.Reply:
+        if _first_user_text(request.json()) == CALLS_TASK:
+            await trio.sleep(think * draw.uniform(0.5, 1.5))
+        return handler(request)
+
+    return slow if think > 0 else handler
+
+
+async def serve_model(calls: int, burst: int, think: float) -> None:
     """The model's process: print its URL, serve until stdin is closed."""
-    async with t.serve_openai_compatible(model_handler(calls, burst)) as server:
+    async with t.serve_openai_compatible(thinking(model_handler(calls, burst), think)) as server:
         print(server.base_url, flush=True)
         await trio.to_thread.run_sync(sys.stdin.read)
 
@@ -227,8 +250,8 @@ async def run_worker(root: Path, sessions: int, burst: int, mode: str) -> dict[s
 class Frames:
     """SSE frames of one response, as raw bytes (parsed only when a test needs to)."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        self._chunks = response.aiter_bytes()
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
         self._buffer = b""
 
     async def next(self) -> bytes | None:
@@ -255,9 +278,14 @@ def _data(frame: bytes) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def frames_of(client: httpx.AsyncClient, sid: str) -> AsyncIterator[Frames]:
-    async with client.stream("GET", f"/api/sessions/{sid}/stream") as response:
-        frames = Frames(response)
+async def frames_of(client: AnyClient, sid: str) -> AsyncIterator[Frames]:
+    path = f"/api/sessions/{sid}/stream"
+    async with contextlib.AsyncExitStack() as stack:
+        if isinstance(client, H11Client):
+            chunks = await stack.enter_async_context(client.stream(path))
+        else:
+            chunks = (await stack.enter_async_context(client.stream("GET", path))).aiter_bytes()
+        frames = Frames(chunks)
         try:
             yield frames
         finally:
@@ -269,6 +297,9 @@ class Trips:
     """One side's approval round trips, split where they can queue (client-side clock)."""
 
     def __init__(self) -> None:
+        self.decide: list[float] = []
+        """The model's tool call received → its ``approval_request`` received (the server
+        reads the session's mode, then asks)."""
         self.whole: list[float] = []
         """``approval_request`` received → the call's first output received."""
         self.answer: list[float] = []
@@ -277,8 +308,11 @@ class Trips:
         """The POST's 204 received → the call's first output received."""
 
 
-def session_client(shared: httpx.AsyncClient) -> httpx.AsyncClient:
+def session_client(shared: httpx.AsyncClient, kind: str = "h11") -> AnyClient:
     """A client of one session's own (``shared`` gives the address and credentials only).
+
+    ``kind`` is ``h11`` (:mod:`benchmarks._h11_client`, the default: it takes less of the
+    CPU the server needs) or ``httpx``.
 
     Each session is a user of its own, with its own connections, as 64 browsers would
     be. One pool of connections for every session queued the approvals in the client:
@@ -288,19 +322,21 @@ def session_client(shared: httpx.AsyncClient) -> httpx.AsyncClient:
     them made inside the timed part were 1.4 s of this client's CPU charged to the
     server's wall time.
     """
+    if kind == "h11":
+        return H11Client(str(shared.base_url), {"Authorization": f"Bearer {TOKEN}"})
     return httpx.AsyncClient(
         base_url=shared.base_url, headers=shared.headers, timeout=shared.timeout
     )
 
 
-async def drive_session(shared: httpx.AsyncClient, trips: Trips, mode: str) -> None:
+async def drive_session(shared: httpx.AsyncClient, trips: Trips, mode: str, kind: str) -> None:
     """One session of (a) with a client of its own: see :func:`session_client`."""
-    async with session_client(shared) as client:
+    async with session_client(shared, kind) as client:
         await _drive(client, trips, mode)
 
 
 async def _drive(
-    client: httpx.AsyncClient,
+    client: AnyClient,
     trips: Trips,
     mode: str,
     on_created: Callable[[], None] | None = None,
@@ -312,6 +348,7 @@ async def _drive(
     sid = created.json()["session"]["sessionId"]
     if on_created is not None:
         on_created()
+    called: dict[str, float] = {}
     asked: dict[str, float] = {}
     answered: dict[str, float] = {}
     running = False
@@ -325,11 +362,15 @@ async def _drive(
                 now = time.perf_counter()
                 call_id = _data(frame)["toolCall"]["payload"]["tool_call_id"]
                 asked[call_id] = now
+                if call_id in called:
+                    trips.decide.append(now - called.pop(call_id))
                 answer = await client.post(
                     f"/api/sessions/{sid}/approvals/{call_id}", json={"decision": "allow"}
                 )
                 assert answer.status_code == 204, answer.text
                 answered[call_id] = time.perf_counter()
+            elif b'"type":"tool_call"' in frame:
+                called[_data(frame)["payload"]["tool_call_id"]] = time.perf_counter()
             elif b'"partial_tool_call_output"' in frame and b'"start"' in frame:
                 now = time.perf_counter()
                 call_id = _data(frame)["payload"]["tool_call_id"]
@@ -400,7 +441,12 @@ async def read_base_url(process: trio.Process) -> str:
 
 
 async def run_server(
-    root: Path, sessions: int, subscribers: int, mode: str, probe: Path | None = None
+    root: Path,
+    sessions: int,
+    subscribers: int,
+    mode: str,
+    probe: Path | None = None,
+    kind: str = "h11",
 ) -> dict[str, Any]:
     """(a) then (b) against a ``penguin server``; with ``probe``, under ``_loop_probe``."""
     runner = ["penguin"] if probe is None else ["benchmarks._loop_probe", str(probe)]
@@ -417,7 +463,7 @@ async def run_server(
             base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120, limits=limits
         ) as client:
             alone = Trips()
-            await drive_session(client, alone, mode)  # also warms the server up
+            await drive_session(client, alone, mode, kind)  # also warms the server up
             if probe is not None:
                 process.send_signal(signal.SIGUSR1)  # the loop's count starts with (a)
             loaded = Trips()
@@ -431,8 +477,8 @@ async def run_server(
                     opened.append((time.perf_counter(), _cpu(process.pid)))
 
             async with contextlib.AsyncExitStack() as clients:
-                own = [
-                    await clients.enter_async_context(session_client(client))
+                own: list[AnyClient] = [
+                    await clients.enter_async_context(session_client(client, kind))
                     for _ in range(sessions)
                 ]
                 server_cpu = _cpu(process.pid)
@@ -534,14 +580,24 @@ def _verdict(ok: bool) -> str:
     return "ok  " if ok else "MISS"
 
 
-async def main(quick: bool, mode: str, loop_profile: bool = False) -> None:
+async def main(
+    quick: bool, mode: str, loop_profile: bool = False, kind: str = "h11", think: float = 0.0
+) -> None:
     sessions, calls, subscribers, burst = (16, 10, 10, 5_000) if quick else (64, 10, 10, 20_000)
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
         os.environ["HOME"] = str(home)  # login shells read no profile, on both sides
         model = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "benchmarks.server", "--model", str(calls), str(burst)],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.server",
+                "--model",
+                str(calls),
+                str(burst),
+                str(think),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -557,14 +613,15 @@ async def main(quick: bool, mode: str, loop_profile: bool = False) -> None:
             configure(server_root, base_url)
             print(
                 f"penguin server benchmark: {sessions} sessions x {calls} exec_command calls,"
-                f" sandbox {mode} (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
+                f" sandbox {mode}, {kind} clients, the model answers in {think * 1000:g} ms"
+                f" (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
             )
             model_cpu = _cpu(model.pid)
             baseline = await run_worker(base_root, sessions, burst, mode)
             baseline["model_cpu"] = _cpu(model.pid) - model_cpu
             model_cpu = _cpu(model.pid)
             probe = Path(tmp) / "loop.json" if loop_profile else None
-            server = await run_server(server_root, sessions, subscribers, mode, probe)
+            server = await run_server(server_root, sessions, subscribers, mode, probe, kind)
             server["model_cpu"] = _cpu(model.pid) - model_cpu
         finally:
             assert model.stdin is not None
@@ -592,6 +649,11 @@ async def main(quick: bool, mode: str, loop_profile: bool = False) -> None:
         f" 204 -> first output p50 {statistics.median(trips.after) * 1000:6.2f} ms;"
         f" this client's loop lag p50 {statistics.median(server['lags']) * 1000:5.2f} ms"
         f" p99 {percentile(server['lags'], 99) * 1000:6.2f} ms"
+    )
+    print(
+        f"      before the ask: the model's tool call -> ask p50"
+        f" {statistics.median(trips.decide) * 1000:6.2f} ms"
+        f" (the server reads the session's mode, then asks)"
     )
     busy = server["server_cpu"] / server["wall"], server["client_cpu"] / server["wall"]
     print(
@@ -660,14 +722,42 @@ if __name__ == "__main__":
         help="run the server under benchmarks._loop_probe: its loop's CPU per call, by task",
     )
     parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the model's time to answer each turn of (a)'s task, on average, on both sides"
+        " (each turn takes 0.5-1.5 times it; default 0: at once, which keeps the server's"
+        " loop busy; any real model takes longer, so a loaded round trip with some think"
+        " time is the one a person at the page sees)",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("h11", "httpx"),
+        default="h11",
+        help="the sessions' HTTP client in (a) (default: h11, the lighter; see"
+        " benchmarks/_h11_client.py)",
+    )
+    parser.add_argument(
         "--worker", nargs=4, metavar=("ROOT", "SESSIONS", "BURST", "MODE"), help=argparse.SUPPRESS
     )
-    parser.add_argument("--model", nargs=2, metavar=("CALLS", "BURST"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--model", nargs=3, metavar=("CALLS", "BURST", "THINK"), help=argparse.SUPPRESS
+    )
     arguments = parser.parse_args()
     if arguments.model:
-        trio.run(serve_model, int(arguments.model[0]), int(arguments.model[1]))
+        trio.run(
+            serve_model, int(arguments.model[0]), int(arguments.model[1]), float(arguments.model[2])
+        )
     elif arguments.worker:
         root, count, size, mode = arguments.worker
         print(json.dumps(trio.run(worker, Path(root), int(count), int(size), mode)))
     else:
-        trio.run(main, arguments.quick, arguments.sandbox, arguments.loop_profile)
+        trio.run(
+            main,
+            arguments.quick,
+            arguments.sandbox,
+            arguments.loop_profile,
+            arguments.client,
+            arguments.think / 1000,
+        )
