@@ -1,16 +1,26 @@
-"""The session index and the scan of traces, without sockets (S4.3, S4.8, S6.1)."""
+"""The session index and the scan of traces, without sockets (S4.3, S4.8, S6.1).
+
+The index's calls that wait go to the worker thread together (issue 20 item 4).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import stat
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
+import trio.testing
 
 from penguin import protocol as om
+from penguin.server import _index
 from penguin.server._approvals import ApprovalRegistry
 from penguin.server._approver import SessionApprover
 from penguin.server._index import SessionIndex, SessionRow, SessionTable
@@ -189,3 +199,95 @@ def test_s4_8_traces_without_rows_are_found_but_not_subagents_or_odd_names(tmp_p
     assert found[0].workspace == "/ws"
     assert found[0].model_id == "m"
     assert found[0].last_active_at >= found[0].created_at
+
+
+async def test_s4_8_calls_that_wait_for_the_index_run_as_one_batch_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = await SessionIndex.open(tmp_path)
+    batches: list[list[str]] = []
+    run_batch = _index._run_batch
+
+    def counted(calls: Sequence[Any]) -> None:
+        batches.append([call.function.__name__ for call in calls])
+        run_batch(calls)
+
+    monkeypatch.setattr(_index, "_run_batch", counted)
+    gate = threading.Event()
+    ran: list[str] = []
+    answers: dict[str, object] = {}
+
+    def work(name: str, *, fail: bool = False) -> Callable[[], str]:
+        def function() -> str:
+            if name == "first":
+                gate.wait(10)
+            ran.append(name)
+            if fail:
+                raise sqlite3.OperationalError(f"{name} failed")
+            return name.upper()
+
+        function.__name__ = name
+        return function
+
+    async def call(name: str, *, fail: bool = False) -> None:
+        try:
+            answers[name] = await index._call(work(name, fail=fail))
+        except sqlite3.OperationalError as error:
+            answers[name] = error
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call, "first")
+        await trio.testing.wait_all_tasks_blocked()  # "first" is in the worker thread
+        for name in ("a", "b", "c", "d"):
+            nursery.start_soon(functools.partial(call, name, fail=name == "c"))
+            await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    await index.aclose()
+    assert batches == [["first"], ["a", "b", "c", "d"], ["close"]]  # one hop for all waiting
+    assert ran == ["first", "a", "b", "c", "d"]
+    assert {name: str(answer) for name, answer in answers.items()} == {
+        "first": "FIRST",
+        "a": "A",
+        "b": "B",
+        "c": "c failed",  # its own error, and only its own
+        "d": "D",
+    }
+
+
+async def test_s4_8_a_call_cancelled_while_it_waits_never_runs_and_the_rest_do(
+    tmp_path: Path,
+) -> None:
+    index = await SessionIndex.open(tmp_path)
+    gate = threading.Event()
+    ran: list[str] = []
+
+    def work(name: str) -> Callable[[], None]:
+        def function() -> None:
+            if name == "first":
+                gate.wait(10)
+            ran.append(name)
+
+        return function
+
+    scopes = {name: trio.CancelScope() for name in ("first", "a", "b", "c")}
+    cancelled: list[str] = []
+
+    async def call(name: str) -> None:
+        with scopes[name]:
+            await index._call(work(name))
+            await trio.lowlevel.checkpoint()  # where a cancel of a call that ran arrives
+        if scopes[name].cancelled_caught:
+            cancelled.append(name)
+
+    async with trio.open_nursery() as nursery:
+        for name in scopes:
+            nursery.start_soon(call, name)
+            await trio.testing.wait_all_tasks_blocked()
+        scopes["a"].cancel()  # waiting, at the head: the turn passes to "b"
+        scopes["first"].cancel()  # in the worker thread: it runs to its end
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    assert ran == ["first", "b", "c"]
+    assert sorted(cancelled) == ["a", "first"]
+    assert await index.ids() == set()  # the index serves on
+    await index.aclose()
