@@ -272,3 +272,47 @@ async def test_20_1_a_a_callers_behind_a_failed_read_keep_what_they_asked_for(
     assert len(failed) == 1
     # The other caller's own read still reads markers from both filters, not from none.
     assert filters == [1.0, 1.0]
+
+
+def test_20_a_process_caught_in_exec_or_exit_is_read_with_its_marker() -> None:
+    """A live process of ours never reads as unmarked (the chaos matrix's rare survivor).
+
+    The kernel shows no environment while ``execve`` sets up the new program and after
+    an exit released the memory, before the zombie: a read in either moment saw no
+    marker, and a session's end took the process for a stranger's. Here a marked shell
+    starts short commands one after another while the table is read over and over.
+    """
+    owner = "chaos-exec/one"
+    mark = pid_mark()
+    shell = subprocess.Popen(
+        ["bash", "-c", "for i in $(seq 400); do /bin/true; done"],
+        env={**os.environ, OWNER_VARIABLE: owner},
+    )
+    unmarked: list[ProcessEntry] = []
+    reads = 0
+    try:
+        while shell.poll() is None:
+            for entry in read_process_table(since=mark).entries:
+                if entry.ppid == shell.pid and not entry.zombie:
+                    reads += 1
+                    if entry.owner != owner:
+                        unmarked.append(entry)
+    finally:
+        shell.kill()
+        shell.wait()
+    assert reads > 100
+    assert unmarked == [], f"{len(unmarked)} of {reads} reads of a live child saw no marker"
+
+
+def test_20_a_process_without_an_environment_costs_a_read_a_bounded_wait() -> None:
+    owner_less = subprocess.Popen(["sleep", "30"], env={}, start_new_session=True)
+    try:
+        began = time.monotonic()
+        entry = _entry(owner_less.pid)
+        took = time.monotonic() - began
+    finally:
+        owner_less.kill()
+        owner_less.wait()
+    assert entry.owner is None
+    assert not entry.zombie
+    assert took < _proctable.EMPTY_ENVIRON_WAIT + 1.0  # the wait, and a read of the table
