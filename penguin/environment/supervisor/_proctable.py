@@ -10,7 +10,8 @@ What this module owns:
   ``stat`` only for the processes started since (:class:`_OlderCache`): with 130
   processes on the machine a read took 1.5 ms of CPU, and takes 0.2 ms. A live process
   whose environment reads empty (mid-``exec``, or ending) is read again until it shows
-  one or is gone, within :data:`EMPTY_ENVIRON_WAIT` per read.
+  one or is gone, within :data:`EMPTY_ENVIRON_WAIT` per read; one that stays empty
+  through the whole wait was started without one, and is not waited for again.
   :class:`ProcessTable` answers the questions asked of a read (a process's
   descendants, a group's live members, the processes carrying a marker); pure.
 - **Shared reads** (:func:`shared_scan`): every caller waiting while one read is being
@@ -189,6 +190,10 @@ _KERNEL_PARENTS: Final = (0, 2)
 """The parent pids of kernel threads (``kthreadd`` is 2), whose environment is empty."""
 EMPTY_ENVIRON_WAIT: Final = 0.05
 """Seconds one table read waits, at most and in all, for environments that read empty."""
+_ENVLESS_KEPT: Final = 1024
+"""Processes remembered as started without an environment (not waited for again)."""
+_envless: dict[tuple[int, int], None] = {}
+"""``(pid, start time)`` of processes whose environment stayed empty through a wait."""
 
 
 @final
@@ -205,6 +210,13 @@ class _Budget:
         if self.deadline is None:
             self.deadline = now + EMPTY_ENVIRON_WAIT
         return now < self.deadline
+
+
+def _remember_envless(identity: tuple[int, int]) -> None:
+    if len(_envless) >= _ENVLESS_KEPT:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del _envless[next(iter(_envless))]  # the oldest; reads in threads may race
+    _envless[identity] = None
 
 
 def _environ_of(name: str) -> bytes | None:
@@ -229,20 +241,27 @@ def _entry(
     command's process caught in ``exec`` would read as unmarked, and a read that ends
     a session would leave it running. 275 of 9,834 reads of the environment of a live
     child that ran ``execve`` then exited read empty here. Kernel threads are not
-    waited for; a process started with no environment at all costs the read the wait.
+    waited for; a process started with no environment at all costs one read the wait,
+    and is then remembered as having none.
     """
     state, ppid, pgid, started = stat
     zombie = state in _DEAD_STATES
     owner = None
     if not zombie and started >= newer_than:
         environ = _environ_of(name)
-        while environ == b"" and ppid not in _KERNEL_PARENTS and budget.left():
-            time.sleep(0.0002)
-            now = _stat_of(name)
-            if now is None or now[3] != started or now[0] in _DEAD_STATES:
-                zombie = True  # it ended meanwhile (and may be reaped): not alive
-                break
-            environ = _environ_of(name)
+        if environ == b"" and ppid not in _KERNEL_PARENTS:
+            identity = (int(name), started)
+            waited = False
+            while environ == b"" and identity not in _envless and budget.left():
+                waited = True
+                time.sleep(0.0002)
+                now = _stat_of(name)
+                if now is None or now[3] != started or now[0] in _DEAD_STATES:
+                    zombie = True  # it ended meanwhile (and may be reaped): not alive
+                    break
+                environ = _environ_of(name)
+            if environ == b"" and not zombie and waited and not budget.left():
+                _remember_envless(identity)  # empty through a whole wait: it has none
         if environ:
             owner = _owner_in(environ)
     return ProcessEntry(int(name), ppid, pgid, started, zombie, owner)
