@@ -253,16 +253,14 @@ class SessionTable:
 class _Call(Generic[T]):
     """One call of the table, waiting for its batch; then its result or its error."""
 
-    __slots__ = ("error", "function", "ran", "result", "settled", "taken", "turn")
+    __slots__ = ("error", "function", "ran", "result", "settled", "taken")
 
     def __init__(self, function: Callable[[], T]) -> None:
         self.function = function
         self.settled = trio.Event()
-        """Set when the call has run, or when its caller is to run the next batch."""
+        """Set when the call has run, or (not taken) when its caller runs the next batch."""
         self.taken = False
         """In a batch (run, or being run): it runs to its end."""
-        self.turn = False
-        """Its caller runs the next batch."""
         self.ran = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -308,7 +306,7 @@ class SessionIndex:
             except BaseException:
                 if not call.taken:  # cancelled before it ran: it never will
                     self._waiting.remove(call)
-                    if call.turn:
+                    if call.settled.is_set():  # it had the turn: the next waiting call has it
                         self._pass_turn()
                 raise
             if not call.taken:  # the next batch is this caller's to run
@@ -338,9 +336,7 @@ class SessionIndex:
     def _pass_turn(self) -> None:
         """The first waiting call's caller runs the next batch; none waiting: idle."""
         if self._waiting:
-            first = self._waiting[0]
-            first.turn = True
-            first.settled.set()
+            self._waiting[0].settled.set()
         else:
             self._running = False
 
