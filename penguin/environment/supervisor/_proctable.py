@@ -196,22 +196,6 @@ _envless: dict[tuple[int, int], None] = {}
 """``(pid, start time)`` of processes whose environment stayed empty through a wait."""
 
 
-@final
-class _Budget:
-    """What one table read may still wait for environments caught mid-exec (a deadline)."""
-
-    __slots__ = ("deadline",)
-
-    def __init__(self) -> None:
-        self.deadline: float | None = None
-
-    def left(self) -> bool:
-        now = time.monotonic()
-        if self.deadline is None:
-            self.deadline = now + EMPTY_ENVIRON_WAIT
-        return now < self.deadline
-
-
 def _remember_envless(identity: tuple[int, int]) -> None:
     if len(_envless) >= _ENVLESS_KEPT:
         with contextlib.suppress(StopIteration, KeyError, RuntimeError):
@@ -230,12 +214,12 @@ def _environ_of(name: str) -> bytes | None:
 
 
 def _entry(
-    name: str, stat: tuple[bytes, int, int, int], newer_than: float, budget: _Budget
+    name: str, stat: tuple[bytes, int, int, int], newer_than: float, wait_until: float
 ) -> ProcessEntry:
     """The entry of ``/proc/<name>``.
 
     Its marker is read only when it started at ``newer_than`` or later. A live process
-    whose environment reads empty is read again, for as long as ``budget`` allows: the
+    whose environment reads empty is read again, until ``wait_until`` (monotonic): the
     kernel shows no environment between ``execve`` installing a new memory map and
     setting it up, and from an exit's release of the memory until the zombie, so a
     command's process caught in ``exec`` would read as unmarked, and a read that ends
@@ -252,7 +236,7 @@ def _entry(
         if environ == b"" and ppid not in _KERNEL_PARENTS:
             identity = (int(name), started)
             waited = False
-            while environ == b"" and identity not in _envless and budget.left():
+            while environ == b"" and identity not in _envless and time.monotonic() < wait_until:
                 waited = True
                 time.sleep(0.0002)
                 now = _stat_of(name)
@@ -260,7 +244,7 @@ def _entry(
                     zombie = True  # it ended meanwhile (and may be reaped): not alive
                     break
                 environ = _environ_of(name)
-            if environ == b"" and not zombie and waited and not budget.left():
+            if environ == b"" and not zombie and waited:
                 _remember_envless(identity)  # empty through a whole wait: it has none
         if environ:
             owner = _owner_in(environ)
@@ -281,7 +265,7 @@ def _read_given(names: list[str], window: _Window, newer_than: float) -> Process
     """The processes whose pids ``window`` says were given since its mark, and no other."""
     me = os.getpid()
     entries = []
-    budget = _Budget()
+    wait_until = time.monotonic() + EMPTY_ENVIRON_WAIT
     for name in names:
         if not name.isdigit():
             continue
@@ -290,7 +274,7 @@ def _read_given(names: list[str], window: _Window, newer_than: float) -> Process
             continue
         stat = _stat_of(name)
         if stat is not None:
-            entries.append(_entry(name, stat, newer_than, budget))
+            entries.append(_entry(name, stat, newer_than, wait_until))
     return ProcessTable(tuple(entries))
 
 
@@ -299,7 +283,7 @@ def _read_all(names: list[str], newer_than: float) -> ProcessTable:
     older = _OLDER.current(me)
     mine = older.mine
     entries = []
-    budget = _Budget()
+    wait_until = time.monotonic() + EMPTY_ENVIRON_WAIT
     seen_older: list[int] = []
     # Every pid listed was allocated by now: the window says which of the pids known to
     # be older than this process could have been given to a new one since the last read.
@@ -319,7 +303,7 @@ def _read_all(names: list[str], newer_than: float) -> ProcessTable:
         if stat[3] < mine:
             seen_older.append(pid)  # started before this process: never one of ours
             continue
-        entries.append(_entry(name, stat, newer_than, budget))
+        entries.append(_entry(name, stat, newer_than, wait_until))
     _OLDER.keep(older, seen_older, window)
     return ProcessTable(tuple(entries))
 
