@@ -291,3 +291,31 @@ async def test_s4_8_a_call_cancelled_while_it_waits_never_runs_and_the_rest_do(
     assert sorted(cancelled) == ["a", "first"]
     assert await index.ids() == set()  # the index serves on
     await index.aclose()
+
+
+async def test_s6_1_a_mode_change_queued_between_two_reads_is_seen_by_the_later_only(
+    tmp_path: Path,
+) -> None:
+    index = await SessionIndex.open(tmp_path)
+    await index.insert(row(approval_mode="deny-all"))
+    gate = threading.Event()
+    seen: dict[str, object] = {}
+
+    async def held() -> None:
+        await index._call(lambda: gate.wait(10))
+
+    async def read(name: str) -> None:
+        seen[name] = await index.approval_mode(SID)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(held)
+        await trio.testing.wait_all_tasks_blocked()  # the index is busy: what follows waits
+        nursery.start_soon(read, "before")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(functools.partial(index.update, SID, approval_mode="allow-all"))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(read, "after")
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()  # all three go in one batch, in the order they were asked
+    await index.aclose()
+    assert seen == {"before": "deny-all", "after": "allow-all"}
