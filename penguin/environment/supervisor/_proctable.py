@@ -214,41 +214,59 @@ def _environ_of(name: str) -> bytes | None:
 
 
 def _entry(
-    name: str, stat: tuple[bytes, int, int, int], newer_than: float, wait_until: float
-) -> ProcessEntry:
-    """The entry of ``/proc/<name>``.
+    name: str, stat: tuple[bytes, int, int, int], newer_than: float
+) -> tuple[ProcessEntry, bool]:
+    """The entry of ``/proc/<name>`` as one look sees it; whether to look again.
 
     Its marker is read only when it started at ``newer_than`` or later. A live process
-    whose environment reads empty is read again, until ``wait_until`` (monotonic): the
-    kernel shows no environment between ``execve`` installing a new memory map and
-    setting it up, and from an exit's release of the memory until the zombie, so a
-    command's process caught in ``exec`` would read as unmarked, and a read that ends
-    a session would leave it running. 275 of 9,834 reads of the environment of a live
-    child that ran ``execve`` then exited read empty here. Kernel threads are not
-    waited for; a process started with no environment at all costs one read the wait,
-    and is then remembered as having none.
+    whose environment reads empty is to be looked at again (:func:`_await_environments`)
+    unless it is a kernel thread or is remembered as having none.
     """
     state, ppid, pgid, started = stat
     zombie = state in _DEAD_STATES
     owner = None
+    again = False
     if not zombie and started >= newer_than:
         environ = _environ_of(name)
-        if environ == b"" and ppid not in _KERNEL_PARENTS:
-            identity = (int(name), started)
-            waited = False
-            while environ == b"" and identity not in _envless and time.monotonic() < wait_until:
-                waited = True
-                time.sleep(0.0002)
-                now = _stat_of(name)
-                if now is None or now[3] != started or now[0] in _DEAD_STATES:
-                    zombie = True  # it ended meanwhile (and may be reaped): not alive
-                    break
-                environ = _environ_of(name)
-            if environ == b"" and not zombie and waited:
-                _remember_envless(identity)  # empty through a whole wait: it has none
         if environ:
             owner = _owner_in(environ)
-    return ProcessEntry(int(name), ppid, pgid, started, zombie, owner)
+        elif environ == b"":
+            again = ppid not in _KERNEL_PARENTS and (int(name), started) not in _envless
+    return ProcessEntry(int(name), ppid, pgid, started, zombie, owner), again
+
+
+def _await_environments(entries: list[ProcessEntry], awaiting: list[int]) -> None:
+    """Look again at ``entries[i]`` for each ``i`` in ``awaiting``, all together.
+
+    The kernel shows no environment between ``execve`` installing a new memory map and
+    setting it up, and from an exit's release of the memory until the zombie, so a
+    command's process caught in ``exec`` would read as unmarked, and a read that ends a
+    session would leave it running. 275 of 9,834 reads of the environment of a live
+    child that ran ``execve`` then exited read empty here. Every 0.2 ms each is read
+    again, until it shows an environment (its entry gets its owner) or has ended (its
+    entry is not alive), within :data:`EMPTY_ENVIRON_WAIT` for the whole read. Waiting
+    for them together, a process started with no environment at all cannot use up the
+    wait of one caught in ``exec``; one still empty at the end of the whole wait has
+    none, and is remembered so that no later read waits for it.
+    """
+    wait_until = time.monotonic() + EMPTY_ENVIRON_WAIT
+    while awaiting and time.monotonic() < wait_until:
+        time.sleep(0.0002)
+        still: list[int] = []
+        for index in awaiting:
+            entry = entries[index]
+            now = _stat_of(entry.pid)
+            if now is None or now[3] != entry.started or now[0] in _DEAD_STATES:
+                entries[index] = attrs.evolve(entry, zombie=True)  # ended (may be reaped)
+                continue
+            environ = _environ_of(str(entry.pid))
+            if environ == b"":
+                still.append(index)
+            elif environ is not None:
+                entries[index] = attrs.evolve(entry, owner=_owner_in(environ))
+        awaiting = still
+    for index in awaiting:  # empty through the whole wait: it has none
+        _remember_envless((entries[index].pid, int(entries[index].started)))
 
 
 def _read_procfs(newer_than: float, since: PidMark | None) -> ProcessTable:
@@ -264,8 +282,8 @@ def _read_procfs(newer_than: float, since: PidMark | None) -> ProcessTable:
 def _read_given(names: list[str], window: _Window, newer_than: float) -> ProcessTable:
     """The processes whose pids ``window`` says were given since its mark, and no other."""
     me = os.getpid()
-    entries = []
-    wait_until = time.monotonic() + EMPTY_ENVIRON_WAIT
+    entries: list[ProcessEntry] = []
+    awaiting: list[int] = []
     for name in names:
         if not name.isdigit():
             continue
@@ -274,7 +292,11 @@ def _read_given(names: list[str], window: _Window, newer_than: float) -> Process
             continue
         stat = _stat_of(name)
         if stat is not None:
-            entries.append(_entry(name, stat, newer_than, wait_until))
+            entry, again = _entry(name, stat, newer_than)
+            if again:
+                awaiting.append(len(entries))
+            entries.append(entry)
+    _await_environments(entries, awaiting)
     return ProcessTable(tuple(entries))
 
 
@@ -282,8 +304,8 @@ def _read_all(names: list[str], newer_than: float) -> ProcessTable:
     me = os.getpid()
     older = _OLDER.current(me)
     mine = older.mine
-    entries = []
-    wait_until = time.monotonic() + EMPTY_ENVIRON_WAIT
+    entries: list[ProcessEntry] = []
+    awaiting: list[int] = []
     seen_older: list[int] = []
     # Every pid listed was allocated by now: the window says which of the pids known to
     # be older than this process could have been given to a new one since the last read.
@@ -303,7 +325,11 @@ def _read_all(names: list[str], newer_than: float) -> ProcessTable:
         if stat[3] < mine:
             seen_older.append(pid)  # started before this process: never one of ours
             continue
-        entries.append(_entry(name, stat, newer_than, wait_until))
+        entry, again = _entry(name, stat, newer_than)
+        if again:
+            awaiting.append(len(entries))
+        entries.append(entry)
+    _await_environments(entries, awaiting)
     _OLDER.keep(older, seen_older, window)
     return ProcessTable(tuple(entries))
 

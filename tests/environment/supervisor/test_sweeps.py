@@ -322,3 +322,89 @@ def test_20_a_process_without_an_environment_is_waited_for_once_then_known() -> 
     assert identity in _proctable._envless
     assert again.owner is None
     assert not again.zombie
+
+
+_FLICKER = r"""
+import ctypes, sys, time
+
+# The kernel's own bounds of this process's environment, from /proc/self/stat; a
+# PR_SET_MM_MAP with an empty range makes /proc/<pid>/environ read empty, as it does
+# while execve sets up a new program, and the true range makes it read whole again.
+class Map(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "start_code end_code start_data end_data start_brk brk start_stack "
+        "arg_start arg_end env_start env_end").split()]
+    _fields_ += [("auxv", ctypes.c_void_p), ("auxv_size", ctypes.c_uint32),
+                 ("exe_fd", ctypes.c_uint32)]
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                       ctypes.c_ulong]
+libc.sbrk.restype = ctypes.c_void_p
+libc.sbrk.argtypes = [ctypes.c_long]
+with open("/proc/self/stat", "rb") as stat:
+    data = stat.read()
+field = [b"", b"", b""] + data[data.rfind(b")") + 2 :].split()  # field[n]: man 5 proc's n
+whole = Map(*(int(field[n]) for n in (26, 27, 45, 46, 47)), 0, int(field[28]),
+            *(int(field[n]) for n in (48, 49, 50, 51)), None, 0, 0xFFFFFFFF)
+empty = Map.from_buffer_copy(whole)
+empty.env_start = whole.env_end
+
+def show(bounds):
+    bounds.brk = libc.sbrk(0)
+    if libc.prctl(35, 14, ctypes.addressof(bounds), ctypes.sizeof(bounds), 0) != 0:
+        print("unsupported", ctypes.get_errno(), flush=True)
+        sys.exit(0)
+
+show(empty)
+show(whole)
+print("flickering", flush=True)
+while True:  # empty 1.5 ms of every 2.5 ms, as a shell starting commands back to back
+    show(empty)
+    time.sleep(0.0015)
+    show(whole)
+    time.sleep(0.001)
+"""
+
+
+def test_20_a_process_without_an_environment_does_not_use_up_the_wait_of_one_in_exec() -> None:
+    """A stranger with no environment and a marked process caught in ``exec``, one read.
+
+    The read waits out the stranger in full (50 ms) before it knows it has none. When
+    that wait was one budget for the whole read, a marked process read after it got no
+    wait at all: caught in ``exec`` it read as unmarked, and a session's end would
+    have left it running. Here the marked process's environment reads empty three
+    fifths of the time (its bounds set empty and back, as ``execve`` does), and each
+    read sees a new stranger first: every read must still find the marker.
+    """
+    owner = "chaos-exec/two"
+    seen: list[str | None] = []
+    while len(seen) < 12:
+        mark = pid_mark()
+        stranger = subprocess.Popen(["sleep", "30"], env={}, start_new_session=True)
+        marked = subprocess.Popen(
+            [sys.executable, "-c", _FLICKER],
+            env={**os.environ, OWNER_VARIABLE: owner},
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert marked.stdout is not None
+            line = marked.stdout.readline().decode()
+            if line.startswith("unsupported"):
+                pytest.skip(f"this kernel has no PR_SET_MM_MAP for us ({line.strip()})")
+            assert line == "flickering\n"
+            if marked.pid < stranger.pid:
+                continue  # the pids wrapped around between them: the stranger is read first
+            entries = read_process_table(since=mark).entries
+        finally:
+            for process in (stranger, marked):
+                process.kill()
+                process.wait()
+            if marked.stdout is not None:
+                marked.stdout.close()
+        assert [e.pid for e in entries if e.pid in (stranger.pid, marked.pid)] == [
+            stranger.pid,
+            marked.pid,
+        ]
+        seen.append(next(e.owner for e in entries if e.pid == marked.pid))
+    assert seen == [owner] * len(seen)
