@@ -59,6 +59,7 @@ import trio
 from penguin import protocol as om
 from penguin._concurrency import collapse_single, error_text
 from penguin._log import warn
+from penguin._realpath import realpath
 from penguin.config import (
     McpServerConfig,
     Permission,
@@ -320,7 +321,7 @@ class Environment:
         if not workspace.is_dir():
             what = "does not exist" if not workspace.exists() else "is not a directory"
             raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
-        config = attrs.evolve(config, workspace_dir=workspace.resolve())
+        config = attrs.evolve(config, workspace_dir=Path(realpath(os.fspath(workspace))))
         _raise_open_file_limit()
         policy = config.proxy_policy
         reports = ReportChannel()

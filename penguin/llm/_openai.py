@@ -58,6 +58,7 @@ import httpx
 import trio
 
 from penguin import protocol as om
+from penguin._ids import token_hex
 from penguin._kept import Kept
 
 from ._assemble import StreamAssembler
@@ -266,7 +267,7 @@ class OpenAIChatLLM:
     def _tool_call_id(self, server_id: str | None) -> str:
         call_id = server_id
         while not call_id or call_id in self._issued_ids:
-            call_id = f"call_{secrets.token_hex(12)}"
+            call_id = f"call_{token_hex(12)}"
         self._issued_ids.add(call_id)
         return call_id
 

@@ -19,6 +19,8 @@ from typing import Any, Final, Literal, TypeAlias, final
 
 import attrs
 
+from penguin._realpath import realpath, resolved
+
 __all__ = [
     "MODES",
     "Layout",
@@ -126,37 +128,6 @@ def _joined(path: str, workspace: str) -> str:
     return os.path.join(workspace, os.path.expanduser(path))
 
 
-_BY_DESCRIPTOR: Final = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
-
-
-def _resolved(path: str) -> str | None:
-    """``path`` with its symlinks and ``..`` resolved, or ``None`` when that does not exist.
-
-    What ``os.path.realpath`` then ``os.path.lexists`` give, in three system calls on
-    Linux (a descriptor of the path itself, ``O_PATH``, and the name the kernel keeps for
-    it) instead of one ``lstat`` per component in Python: a server session's layout,
-    resolved at every command start, took 262 µs and takes 112.
-    """
-    if _BY_DESCRIPTOR:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError:
-            fd = -1  # a symlink loop, say: realpath's own answer, below
-        if fd >= 0:
-            try:
-                real: str | None = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                real = None
-            finally:
-                os.close(fd)
-            if real is not None and real.startswith("/") and not real.endswith(" (deleted)"):
-                return real
-    real = os.path.realpath(path)
-    return real if os.path.lexists(real) else None
-
-
 def _git_paths(workspace: str) -> list[str]:
     """``.git`` of the workspace: the folder; or the file and the ``gitdir:`` it names."""
     git = os.path.join(workspace, ".git")
@@ -214,7 +185,7 @@ def resolve_layout(
     Relative paths resolve against ``workspace``; symlinks and ``..`` are resolved, and
     paths that do not exist are left out (they count once they exist).
     """
-    ws = _realpath(os.fspath(workspace))
+    ws = realpath(os.fspath(workspace))
     writable: list[str] = []
     protected: list[str] = []
     if policy.mode == "workspace-write":
@@ -228,7 +199,7 @@ def resolve_layout(
         writable = _existing(_joined(c, ws) for c in candidates)
         guarded: list[str] = [*_git_paths(ws), os.path.join(ws, ".penguin")]
         if data_root is not None:
-            root = _realpath(os.fspath(data_root))
+            root = realpath(os.fspath(data_root))
             if any(_within(root, w) or _within(w, root) for w in writable):
                 guarded.extend(_data_root_files(root))
         guarded.extend(policy.protected)
@@ -246,14 +217,9 @@ def resolve_layout(
     )
 
 
-def _realpath(path: str) -> str:
-    """``os.path.realpath(path)``, by :func:`_resolved` when it exists."""
-    return _resolved(path) or os.path.realpath(path)
-
-
 def _existing(paths: Iterable[str]) -> list[str]:
-    """The resolved ``paths`` (:func:`_resolved`) that exist, each once, in order."""
-    found = (_resolved(p) for p in dict.fromkeys(paths))
+    """The resolved ``paths`` (:func:`~penguin._realpath.resolved`) that exist, each once."""
+    found = (resolved(p) for p in dict.fromkeys(paths))
     return list(dict.fromkeys(p for p in found if p is not None))
 
 
@@ -269,7 +235,7 @@ def write_denial(file_path: str, resolved: str, layout: Layout) -> str | None:
     """
     if layout.mode == "off":
         return None
-    target = os.path.realpath(resolved)
+    target = realpath(resolved)
     for root in reversed(layout.protected):
         if _within(target, root):
             return f'Cannot write "{file_path}": protected by the sandbox ({root}).'

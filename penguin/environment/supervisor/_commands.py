@@ -88,6 +88,7 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 import trio
 
+from penguin._ids import token_hex
 from penguin._log import warn
 
 from .._errors import SpawnError, SupervisorClosedError
@@ -968,7 +969,7 @@ class CommandSupervisor:
 
     def _new_process_id(self) -> str:
         while True:
-            candidate = f"proc-{os.urandom(4).hex()}"
+            candidate = f"proc-{token_hex(4)}"
             if candidate not in self._registry:
                 return candidate
 

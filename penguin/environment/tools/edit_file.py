@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Final, final
 
 from penguin._errors import PenguinError
+from penguin._realpath import realpath
 
 from .._contract import ToolContext, ToolResult
 from ._args import fail
@@ -143,7 +144,7 @@ def edit_file_blocking(
         )
     if stat.S_ISDIR(info.st_mode):
         return FileReport(f'Cannot edit "{file_path}": it is a directory.', failed=True)
-    target = os.path.realpath(resolved)
+    target = realpath(resolved)
     try:
         kind = non_regular_kind(info.st_mode)
         if kind is not None:

@@ -30,6 +30,8 @@ import stat
 from collections.abc import Callable
 from typing import Any, Final, final
 
+from penguin._realpath import realpath
+
 from .._contract import ToolContext, ToolResult
 from ._args import fail
 from ._base import FileTool
@@ -99,7 +101,7 @@ def write_file_blocking(
                 f'Failed to write "{file_path}": it is not a regular file ({kind}).',
                 failed=True,
             )
-    target = os.path.realpath(resolved)
+    target = realpath(resolved)
     previous = None
     if info is not None and info.st_size <= DIFF_SOURCE_LIMIT:
         previous = _read_previous(target)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import penguin
-from penguin.environment.sandbox import SandboxPolicy, _policy, policy_from_mapping, resolve_layout
+from penguin._realpath import realpath, resolved
+from penguin.environment.sandbox import SandboxPolicy, policy_from_mapping, resolve_layout
 from penguin.environment.sandbox._policy import write_denial
 
 
@@ -121,7 +122,9 @@ def test_x1_3_project_table_is_checked() -> None:
 
 def test_x1_2_a_path_is_resolved_as_realpath_then_lexists_say(tmp_path: Path) -> None:
     # The layout resolves every path at each command start through a descriptor of it
-    # (_policy._resolved); what it gives must be what realpath and lexists give.
+    # (penguin._realpath.resolved); what it gives must be what realpath and lexists
+    # give, and penguin._realpath.realpath (the file tools' and the write check's) must
+    # give what os.path.realpath gives, for a file about to be created too.
     (tmp_path / "dir" / "sub").mkdir(parents=True)
     (tmp_path / "file").write_text("x")
     (tmp_path / "to-file").symlink_to(tmp_path / "file")
@@ -148,10 +151,18 @@ def test_x1_2_a_path_is_resolved_as_realpath_then_lexists_say(tmp_path: Path) ->
         "file/not-a-dir",
         "dir/odd name (deleted)",
         ".",
+        "dir/new-file",
+        "to-dir/new-file",
+        "to-dir/sub/new-file",
+        "dir/sub/../new-file",
+        "missing/new-file",
+        "dangling/new-file",
+        "to-file/new-file",
+        "loop-a/new-file",
     ]
     for name in names:
         path = os.path.join(tmp_path, name)
         real = os.path.realpath(path)
         expected = real if os.path.lexists(real) else None
-        assert _policy._resolved(path) == expected, name
-        assert _policy._realpath(path) == real, name
+        assert resolved(path) == expected, name
+        assert realpath(path) == real, name
