@@ -49,6 +49,7 @@ from typing import Final, NoReturn, ParamSpec, final
 import attrs
 
 from penguin._errors import PenguinError
+from penguin._realpath import realpath
 
 __all__ = [
     "LINE_DISPLAY_LIMIT",
@@ -428,7 +429,7 @@ def secret_store_name(resolved: str) -> str | None:
         except (OSError, ValueError):
             pass  # realpath below decides
     try:
-        real = os.path.basename(os.path.realpath(resolved)).lower()
+        real = os.path.basename(realpath(resolved)).lower()
     except (OSError, ValueError):
         return None
     return real if real in SECRET_FILE_NAMES else None
