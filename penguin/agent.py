@@ -92,6 +92,8 @@ _logger: Final = _log.logger
 
 _COMPACTION_SHARE: Final = 0.8
 """Compact when a request used this share of the model's context window."""
+_RELEASE_BOUND: Final = 10.0
+"""Seconds a closing session waits for its lock's release (a hung file system)."""
 MAX_SUBAGENT_DEPTH: Final = 1
 """Sessions below a top-level one: a child (depth 1) spawns no subagent of its own."""
 FROM_PROJECT: Final = object()
@@ -162,8 +164,14 @@ class Agent:
         (none when absent; a broken one raises :class:`penguin.config.ConfigError`).
         The policy keeps this agent's data root read-only.
         """
+        return self._policy(chosen, self.project_config() if chosen is FROM_PROJECT else None)
+
+    def _policy(
+        self, chosen: SandboxPolicy | object | None, project: cfg.ProjectConfig | None
+    ) -> SandboxPolicy | None:
+        """:meth:`sandbox_policy` with the project file as read (used for FROM_PROJECT)."""
         if chosen is FROM_PROJECT:
-            project = self.project_config()
+            assert project is not None
             if project.sandbox is None:
                 return None
             try:
@@ -186,7 +194,18 @@ class Agent:
         Raises :class:`penguin.config.ConfigError` naming the command that
         configures a model when none is.
         """
-        entry = cfg.resolve_model(self.project_config(), provider=provider, model_id=model_id)
+        return self._client_for(self.project_config(), provider=provider, model_id=model_id)
+
+    def _files_now(self) -> _AgentFiles:
+        """The project file and the vault as they are now (blocking: for a worker thread)."""
+        return _AgentFiles(project=self.project_config(), vault=self._vault())
+
+    @staticmethod
+    def _client_for(
+        project: cfg.ProjectConfig, *, provider: str | None, model_id: str | None
+    ) -> OpenAIChatLLM:
+        """:meth:`model_client` from the project file as read."""
+        entry = cfg.resolve_model(project, provider=provider, model_id=model_id)
         return OpenAIChatLLM(
             base_url=entry.base_url,
             model_id=entry.model_id,
@@ -220,32 +239,37 @@ class Agent:
         ``surface`` naming it to anyone refused (``"penguin chat"``). ``approval_mode``
         is recorded in the ``session_meta`` (C5.5), for a resume to keep.
         """
-        policy = self.sandbox_policy(sandbox)
+        files = await run_in_worker(self._files_now)
+        policy = self._policy(sandbox, files.project)
         session_id = cfg.new_session_id()
         owned_llm: OpenAIChatLLM | None = None
         if llm is None:  # first: a missing model must not leave an empty workspace behind
-            owned_llm = self.model_client(provider=provider, model_id=model_id)
+            owned_llm = self._client_for(files.project, provider=provider, model_id=model_id)
             llm = owned_llm
-        workspace = (
-            Path(workspace_dir) if workspace_dir is not None else cfg.new_temp_workspace(self.paths)
-        )
         if vision is None:
-            vision = _model_has_vision(self, llm)
+            vision = _has_vision(files.project, llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
         async with _closed_after(owned_llm):
-            with await _lock(writer.path, session_id, surface):
-                async with _assemble(
+            if workspace_dir is not None:
+                workspace = Path(workspace_dir)
+            else:
+                workspace = await run_in_worker(cfg.new_temp_workspace, self.paths)
+            async with (
+                _locked(writer.path, session_id, surface),
+                _assemble(
                     self,
                     session_id,
                     workspace,
                     llm,
                     writer,
+                    files,
                     vision=vision,
                     ledger=None,
                     sandbox=policy,
                     approval_mode=approval_mode,
-                ) as session:
-                    yield session
+                ) as session,
+            ):
+                yield session
 
     @asynccontextmanager
     async def resume_session(
@@ -268,14 +292,16 @@ class Agent:
         :class:`~penguin.SessionLockedError` naming it, before anything is read;
         ``surface`` names this one while it holds the lock.
         """
-        location = find_session(self.paths.traces_dir, session_id)
+        location = await run_in_worker(find_session, self.paths.traces_dir, session_id)
         if location is None:
             raise SessionNotFoundError(
                 f"no trace of session {session_id!r} under {self.paths.traces_dir}"
             )
-        with await _lock(location.path, session_id, surface):
-            async with self._resumed(location, llm, vision, sandbox) as session:
-                yield session
+        async with (
+            _locked(location.path, session_id, surface),
+            self._resumed(location, llm, vision, sandbox) as session,
+        ):
+            yield session
 
     @asynccontextmanager
     async def _resumed(
@@ -286,7 +312,7 @@ class Agent:
         sandbox: SandboxPolicy | object | None,
     ) -> AsyncIterator[Session]:
         session_id = location.session_id
-        records = await trio.to_thread.run_sync(read_trace, location.path)
+        records, files = await run_in_worker(lambda: (read_trace(location.path), self._files_now()))
         meta = next((m for m in records if om.is_session_meta(m)), None)
         if meta is None:
             raise SessionNotFoundError(f"{location.path} has no session_meta record")
@@ -295,15 +321,16 @@ class Agent:
             ledger.observe(record)
         owned_llm: OpenAIChatLLM | None = None
         if llm is None:
-            owned_llm = self.model_client(
-                provider=meta.payload.provider, model_id=meta.payload.model_id
+            owned_llm = self._client_for(
+                files.project, provider=meta.payload.provider, model_id=meta.payload.model_id
             )
             llm = owned_llm
         if vision is None:
-            vision = _model_has_vision(self, llm)
+            vision = _has_vision(files.project, llm)
         if sandbox is FROM_TRACE:
-            sandbox = recorded_policy(meta.payload.sandbox, self.sandbox_policy(FROM_PROJECT))
-        policy = self.sandbox_policy(sandbox)
+            from_project = self._policy(FROM_PROJECT, files.project)
+            sandbox = recorded_policy(meta.payload.sandbox, from_project)
+        policy = self._policy(sandbox, files.project)
         writer = TraceWriter(
             self.paths.traces_dir,
             session_id,
@@ -318,6 +345,7 @@ class Agent:
                 Path(meta.payload.workspace),
                 llm,
                 writer,
+                files,
                 vision=vision,
                 ledger=ledger,
                 meta=meta,
@@ -328,22 +356,40 @@ class Agent:
             yield session
 
 
-async def _lock(trace_path: Path, session_id: str, surface: str | None) -> SessionLock:
-    """The session's writer lock, beside its trace; SessionLockedError when it is held."""
+@asynccontextmanager
+async def _locked(trace_path: Path, session_id: str, surface: str | None) -> AsyncIterator[None]:
+    """Hold the session's writer lock, beside its trace; SessionLockedError when it is held.
+
+    Taken and released in a worker thread: both are file-system work in the traces'
+    folder. The release is shielded (a cancelled session still lets go of its lock)
+    and bounded by :data:`_RELEASE_BOUND`; a release still stuck then (a hung file
+    system) is left to its thread, which ends it when the file system answers: the lock
+    is held until then, never half-released.
+    """
     path = lock_path(trace_path, session_id)
-    return await run_in_worker(SessionLock.acquire, path, session_id, surface)
-
-
-def _model_has_vision(agent: Agent, llm: LLM) -> bool:
-    """What the project's catalog says of ``llm`` taking images (default: it does)."""
+    lock = await run_in_worker(SessionLock.acquire, path, session_id, surface)
     try:
-        project = agent.project_config()
-    except cfg.ConfigError:
-        return True
+        yield
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(_RELEASE_BOUND):
+            await trio.to_thread.run_sync(lock.release, abandon_on_cancel=True)
+
+
+def _has_vision(project: cfg.ProjectConfig, llm: LLM) -> bool:
+    """What the project's catalog says of ``llm`` taking images (default: it does)."""
     for entry in project.models:
         if (entry.provider, entry.model_id) == (llm.model.provider, llm.model.model_id):
             return entry.vision
     return True
+
+
+@final
+@attrs.frozen
+class _AgentFiles:
+    """The agent's files a session opens with, read together in one worker thread."""
+
+    project: cfg.ProjectConfig
+    vault: dict[str, str]
 
 
 @asynccontextmanager
@@ -375,6 +421,7 @@ async def _assemble(
     workspace: Path,
     llm: LLM,
     writer: TraceWriter,
+    files: _AgentFiles,
     *,
     vision: bool,
     ledger: Ledger | None,
@@ -391,13 +438,13 @@ async def _assemble(
         workspace_dir=workspace,
         scratchpad_dir=paths.scratchpad(session_id),
         tools=tools,
-        vault=agent._vault(),
+        vault=files.vault,
         subagent_spawn_limit=agent.config.subagents.max_spawned,
         mcp_servers=agent.config.mcp_servers,
         sandbox=sandbox,
         shared_login=agent._login,
     )
-    project = agent.project_config()
+    project = files.project
     with collapse_single():
         async with (
             _vision_model(agent, project, tools) as vision_model,
@@ -561,13 +608,24 @@ class ChildSessionRunner:
                 f"subagent depth limit {MAX_SUBAGENT_DEPTH} reached; not spawning another subagent"
             )
         agent = await self._agent_for(request.agent_id)
+        chosen = request.model_id is not None and request.provider is not None
+        try:
+            files = await run_in_worker(agent._files_now)
+        except cfg.ConfigError as exc:
+            # A project file that cannot be read while the caller chose a model reads as
+            # that choice failing (the words run_subagent shows); anything else raises.
+            if chosen and exc.path == os.fspath(agent.paths.project_config):
+                raise SubagentSpawnError(f"subagent error: {exc.reason}") from exc
+            raise
         llm, vision, owned = self._llm, self._vision, None
-        if request.model_id is not None and request.provider is not None:
+        if chosen:
             try:
-                owned = agent.model_client(provider=request.provider, model_id=request.model_id)
+                owned = agent._client_for(
+                    files.project, provider=request.provider, model_id=request.model_id
+                )
             except cfg.ConfigError as exc:  # the model, not the file, is what the caller chose
                 raise SubagentSpawnError(f"subagent error: {exc.reason}") from exc
-            llm, vision = owned, _model_has_vision(agent, owned)
+            llm, vision = owned, _has_vision(files.project, owned)
         level = (
             request.thinking_level if request.thinking_level is not None else self.thinking_level
         )
@@ -581,6 +639,7 @@ class ChildSessionRunner:
                 self._workspace,
                 llm,
                 writer,
+                files,
                 vision=vision,
                 ledger=None,
                 depth=self.depth + 1,

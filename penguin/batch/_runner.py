@@ -297,7 +297,10 @@ class _TaskRunner:
         return attrs.evolve(base, **dict(task.sandbox))
 
     async def _work(self, task: BatchTask, tally: _Tally, task_interrupt: trio.Event) -> None:
-        workspace = await run_in_worker(_prepare_workspace, task, self.agent.paths)
+        # In a worker: the project file's [sandbox] and the workspace are file-system work.
+        sandbox, workspace = await run_in_worker(
+            lambda: (self._sandbox(task), _prepare_workspace(task, self.agent.paths))
+        )
         tally.workspace = str(workspace)
         provider = task.provider if task.provider is not None else self.settings.provider
         model_id = task.model_id if task.model_id is not None else self.settings.model_id
@@ -305,9 +308,7 @@ class _TaskRunner:
         max_turns = task.max_turns if task.max_turns is not None else self.settings.max_turns
         async with (
             self.clients.lease(provider, model_id) as (llm, vision),
-            self.agent.session(
-                workspace, llm, vision=vision, sandbox=self._sandbox(task)
-            ) as session,
+            self.agent.session(workspace, llm, vision=vision, sandbox=sandbox) as session,
         ):
             tally.session_id = session.session_id
             tally.trace_path = str(session.trace_path)

@@ -57,7 +57,7 @@ import attrs
 import trio
 
 from penguin import protocol as om
-from penguin._concurrency import collapse_single, error_text
+from penguin._concurrency import collapse_single, error_text, run_in_worker
 from penguin._log import warn
 from penguin._realpath import realpath
 from penguin.config import (
@@ -81,9 +81,11 @@ from .supervisor import (
     BackgroundCommand,
     BackgroundReport,
     CommandSupervisor,
+    LoginFiles,
     ProxyPolicy,
     ReportChannel,
     SharedLogin,
+    Shell,
     SubagentSupervisor,
     resolve_shell,
 )
@@ -177,6 +179,33 @@ def _raise_open_file_limit() -> None:
     if hard != resource.RLIM_INFINITY and soft < hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@final
+@attrs.frozen
+class _Looked:
+    """What :meth:`Environment.open` found on the file system, in one worker thread."""
+
+    workspace: Path  # resolved
+    shell: Shell
+    login_files: LoginFiles | None  # the shared login's start-up files, when it has one
+
+
+def _look_around(workspace: Path, login: SharedLogin | None) -> _Looked:
+    """The file-system checks of opening an Environment (blocking: a worker runs them).
+
+    A workspace, a ``PATH`` or a ``HOME`` on a network file system can hang a ``stat``;
+    in a worker that holds up the Environment opening, not every session of the loop.
+    Raises :class:`WorkspaceError` when the workspace is not an existing directory.
+    """
+    if not workspace.is_dir():
+        what = "does not exist" if not workspace.exists() else "is not a directory"
+        raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
+    return _Looked(
+        workspace=Path(realpath(os.fspath(workspace))),
+        shell=resolve_shell(os.environ),
+        login_files=None if login is None else login.startup_files(os.environ),
+    )
 
 
 def parse_arguments(name: str, raw: str) -> dict[str, Any] | str:
@@ -317,11 +346,12 @@ class Environment:
 
         Raises :class:`WorkspaceError` when the workspace is not an existing directory.
         """
-        workspace = config.workspace_dir
-        if not workspace.is_dir():
-            what = "does not exist" if not workspace.exists() else "is not a directory"
-            raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
-        config = attrs.evolve(config, workspace_dir=Path(realpath(os.fspath(workspace))))
+        login = config.shared_login
+        entries = default_tools() if config.tools is None else config.tools
+        if login is None or not any(entry.name == "exec_command" for entry in entries):
+            login = None  # nothing to look at for it: no shared login, or no command
+        looked = await run_in_worker(_look_around, config.workspace_dir, login)
+        config = attrs.evolve(config, workspace_dir=looked.workspace)
         _raise_open_file_limit()
         policy = config.proxy_policy
         reports = ReportChannel()
@@ -329,14 +359,14 @@ class Environment:
         sandbox = await open_sandbox(
             config.sandbox, workspace=config.workspace_dir, scratchpad=config.scratchpad_dir
         )
-        with collapse_single(), close_sandbox(sandbox):
-            async with trio.open_nursery() as nursery:
+        with collapse_single():
+            async with close_sandbox(sandbox), trio.open_nursery() as nursery:
                 commands = CommandSupervisor(
                     nursery,
                     tag=tag,
                     vault=config.vault,
                     proxy=policy if callable(policy) else lambda: policy,
-                    shell=resolve_shell(os.environ),
+                    shell=looked.shell,
                     reports=reports,
                     sandbox=sandbox,
                     shared_login=config.shared_login,
@@ -348,7 +378,8 @@ class Environment:
                 )
                 env = cls(config, nursery, commands, subagents, reports, _private=_OPEN_TOKEN)
                 if any(isinstance(tool, ExecCommandTool) for tool in env._tools):
-                    commands.start_login_probe()  # ready before the first command needs it
+                    # ready before the first command needs it
+                    commands.start_login_probe(looked.login_files)
                 try:
                     yield env
                 finally:

@@ -70,6 +70,17 @@ IDLE_CLOSE: Final = 1800.0
 """Seconds an open session may sit idle before its Environment is closed (S1.1)."""
 
 
+def _trace_file(live: Path | None, traces: Path, session_id: str) -> Path | None:
+    """The session's current trace file: the live session's, while it exists, else found.
+
+    Blocking (a ``stat``, perhaps a search of the traces' folder): for a worker thread.
+    """
+    if live is not None and live.exists():
+        return live
+    location = find_session(traces, session_id)
+    return None if location is None else location.path
+
+
 def new_epoch() -> str:
     """An epoch for event ids: the server's start time in milliseconds."""
     return str(time.time_ns() // 1_000_000)
@@ -212,10 +223,8 @@ class ServerSessions:
         if live is not None and live.session is not None:
             path = live.session.trace_path
         if has_trace is None or trace_path:
-            if path is None or not path.exists():
-                traces = self._paths(row.project_id, row.agent_id).traces_dir
-                location = await trio.to_thread.run_sync(find_session, traces, row.session_id)
-                path = None if location is None else location.path
+            traces = self._paths(row.project_id, row.agent_id).traces_dir
+            path = await trio.to_thread.run_sync(_trace_file, path, traces, row.session_id)
             has_trace = path is not None
         sandbox = await self._sandbox.fields(
             row.session_id, self._paths(row.project_id, row.agent_id).traces_dir

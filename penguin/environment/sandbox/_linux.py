@@ -399,8 +399,16 @@ class _Spawner:
 
     def close(self) -> None:
         """End the spawner (end of file on its socket) and reap ``bwrap``, bounded."""
+        self.hang_up()
+        self.reap()
+
+    def hang_up(self) -> None:
+        """Close penguin's end of the socket: the spawner then ends (on the loop's thread)."""
         _open_sockets.discard(self)
         self._socket.close()
+
+    def reap(self) -> None:
+        """Wait for ``bwrap`` to end after :meth:`hang_up`, bounded (blocking: a worker's)."""
         try:
             self._process.wait(_CLOSE_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -445,13 +453,26 @@ class Namespaces:
 
     def close(self) -> None:
         """End the spawner, close the descriptors (the namespaces end with their last process)."""
+        self.hang_up()
+        self.reap()
+
+    def hang_up(self) -> None:
+        """Close the descriptors and the spawner's socket; :meth:`reap` waits for it to end.
+
+        Never blocks; on the event loop's thread when a spawner runs (its socket is Trio's).
+        """
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.spawner is not None:
+            self.spawner.hang_up()
+
+    def reap(self) -> None:
+        """Wait, bounded, for the spawner's ``bwrap`` to end (blocking: a worker thread's)."""
         spawner, self.spawner = self.spawner, None
         if spawner is not None:
-            spawner.close()
+            spawner.reap()
 
 
 def build_namespaces(

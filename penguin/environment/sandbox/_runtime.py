@@ -6,6 +6,9 @@ whether a write is allowed (:meth:`CommandSandbox.write_denial`), and the Enviro
 closes. It also owns the session's private temporary folder (X1.2), made under the
 scratchpad (or, without one, under the system's temporary folder, and then removed at
 close) and given to commands as ``TMPDIR``.
+
+Its file-system work (the folders, the layout's real paths, ``bwrap``'s end at close)
+runs in worker threads: the event loop never waits on a file or a process here.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final, final
 
 import trio
 
+from penguin._concurrency import run_in_worker
 from penguin._errors import SandboxUnavailableError
 
 from ._linux import Namespaces, SandboxedChild, _SpawnerGone, build_namespaces, probed
@@ -135,7 +139,7 @@ class CommandSandbox:
         The Environment calls it as it opens, so the first command does not wait for
         ``bwrap`` (nor count that wait against its timeout).
         """
-        layout = self.layout()
+        layout = await run_in_worker(self.layout)
         async with self._lock:
             current = self._current
             if current is None or current.key != layout.key or not current.usable:
@@ -164,15 +168,39 @@ class CommandSandbox:
         """X2.2's text when a file tool may not write ``resolved``, else ``None``."""
         return write_denial(file_path, resolved, self.layout())
 
-    def close(self) -> None:
-        """Close every namespace descriptor; remove a temporary folder penguin made."""
-        for namespaces in (*self._retired, *([self._current] if self._current else [])):
-            namespaces.close()
+    async def aclose(self) -> None:
+        """:meth:`close` from the event loop: the waits and the removal in a worker thread.
+
+        Shielded: it always runs to its end. The descriptors and the spawners' sockets
+        (Trio's) are closed here; waiting for each ``bwrap`` to end (bounded) and removing
+        the temporary folder are blocking, and run in a worker.
+        """
+        every = self._hang_up()
+        with trio.CancelScope(shield=True):
+            await run_in_worker(self._finish, every)
+
+    def _hang_up(self) -> list[Namespaces]:
+        every = [*self._retired, *([self._current] if self._current else [])]
         self._retired.clear()
         self._current = None
+        for namespaces in every:
+            namespaces.hang_up()
+        return every
+
+    def _finish(self, every: Sequence[Namespaces]) -> None:
+        for namespaces in every:
+            namespaces.reap()
         if self._owned_tmp:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.tmpdir)
+
+    def close(self) -> None:
+        """Close every namespace descriptor; remove a temporary folder penguin made.
+
+        Blocking (it waits, bounded, for each spawner's ``bwrap`` to end): the event loop
+        calls :meth:`aclose` instead.
+        """
+        self._finish(self._hang_up())
 
 
 async def open_sandbox(
@@ -195,23 +223,27 @@ async def open_sandbox(
         from penguin.config import data_root
 
         root = data_root()
-    sandbox = CommandSandbox(policy, workspace=workspace, scratchpad=scratchpad, data_root=root)
+    sandbox = await run_in_worker(  # its private temporary folder is made here
+        functools.partial(
+            CommandSandbox, policy, workspace=workspace, scratchpad=scratchpad, data_root=root
+        )
+    )
     try:
         await sandbox.prepare()
     except OSError as error:
-        sandbox.close()
+        await sandbox.aclose()
         raise SandboxUnavailableError(str(error) or "bwrap failed") from error
     except BaseException:
-        sandbox.close()
+        await sandbox.aclose()
         raise
     return sandbox
 
 
-@contextmanager
-def close_sandbox(sandbox: CommandSandbox | None) -> Iterator[None]:
-    """Close ``sandbox`` (if any) when the block ends."""
+@asynccontextmanager
+async def close_sandbox(sandbox: CommandSandbox | None) -> AsyncIterator[None]:
+    """Close ``sandbox`` (if any) when the block ends (in a worker thread, shielded)."""
     try:
         yield
     finally:
         if sandbox is not None:
-            sandbox.close()
+            await sandbox.aclose()

@@ -29,7 +29,9 @@ from ._commands import SpawnError as SpawnError
 from ._commands import SupervisorClosedError as SupervisorClosedError
 from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
+from ._environ import Shell as Shell
 from ._environ import resolve_shell as resolve_shell
+from ._login import LoginFiles as LoginFiles
 from ._login import SharedLogin as SharedLogin
 from ._process import SpawnedProcess as SpawnedProcess
 from ._process import end_process_tree as end_process_tree
@@ -63,6 +65,7 @@ __all__ = [
     "CommandSupervisor",
     "ExitStatus",
     "Exited",
+    "LoginFiles",
     "MessageTap",
     "ProxyInject",
     "ProxyPolicy",
@@ -70,6 +73,7 @@ __all__ = [
     "RoundExit",
     "Running",
     "SharedLogin",
+    "Shell",
     "SpawnError",
     "SpawnedProcess",
     "SubagentSession",

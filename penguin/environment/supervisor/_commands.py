@@ -94,7 +94,7 @@ from penguin._log import warn
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
-from ._login import SharedLogin
+from ._login import LoginFiles, SharedLogin
 from ._process import (
     DEFAULT_GRACE,
     ExitWatch,
@@ -865,31 +865,36 @@ class CommandSupervisor:
 
     # ------------------------------------------------------------------ spawning
 
-    def start_login_probe(self) -> None:
+    def start_login_probe(self, files: LoginFiles | None = None) -> None:
         """Resolve the login environment now, in the supervisor's nursery (once).
 
         The probe's own bounds apply (its timeout, its fallback to the host
         environment with a warning); a command that needs the result waits for it.
         Does nothing when the shell is run as configured (``PENGUIN_SHELL``), or
-        once the supervisor is closed.
+        once the supervisor is closed. ``files`` is what
+        :meth:`SharedLogin.startup_files` found for the host environment in a worker
+        thread just before: with it, a shared login environment that is kept and fresh
+        is taken at once (no task); without it the task looks.
         """
         if self._probe_started or self._closed or not self._shell.login_resolved:
             return
         self._probe_started = True
-        if self._shared_login is not None:  # kept and fresh: no probe, no task
-            kept = self._shared_login.kept(self._shell.program, self._host_env())
-            if kept is not None:
+        if self._shared_login is not None and files is not None:
+            kept = self._shared_login.kept(self._shell.program, self._host_env(), files)
+            if kept is not None:  # kept and fresh: no probe, no task
                 (resolved,) = kept
                 self._login_env = resolved if resolved is not None else dict(self._host_env())
                 self._login_ready.set()
                 return
-        self._nursery.start_soon(self._resolve_login)
+        self._nursery.start_soon(self._resolve_login, files)
 
-    async def _resolve_login(self) -> None:
+    async def _resolve_login(self, files: LoginFiles | None) -> None:
         resolved: dict[str, str] | None = None
         try:
             if self._shared_login is not None:
-                resolved = await self._shared_login.resolve(self._shell.program, self._host_env())
+                resolved = await self._shared_login.resolve(
+                    self._shell.program, self._host_env(), files
+                )
             else:
                 resolved = await resolve_login_environment(self._shell.program, self._host_env())
         finally:

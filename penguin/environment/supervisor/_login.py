@@ -28,7 +28,10 @@ every :class:`~penguin.Agent` holds one for its sessions) resolves it for all of
   callers of its own run.
 
 It owns no process and no task: the probe is the caller's, under the caller's
-cancellation, exactly as without sharing.
+cancellation, exactly as without sharing. Looking at the start-up files is blocking
+file-system work (a ``HOME`` on NFS can hang): :meth:`SharedLogin.resolve` does it in a
+worker thread, and :meth:`SharedLogin.kept` is given what :meth:`SharedLogin.startup_files`
+found in one (``Environment.open`` looks once, with its other checks).
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ from typing import Final, TypeAlias, final
 import attrs
 import trio
 
+from penguin._concurrency import run_in_worker
+
 from ._environ import resolve_login_environment
 
-__all__ = ["DEFAULT_MAX_AGE", "SharedLogin"]
+__all__ = ["DEFAULT_MAX_AGE", "LoginFiles", "SharedLogin"]
 
 DEFAULT_MAX_AGE: Final = 60.0
 """Seconds a shared login environment is used before a new login shell resolves it."""
@@ -56,10 +61,11 @@ _SYSTEM_FILES: Final = ("/etc/profile", "/etc/bash.bashrc", "/etc/profile.d")
 _HOME_FILES: Final = (".bash_profile", ".bash_login", ".profile", ".bashrc")
 
 _Key: TypeAlias = tuple[str, str, tuple[tuple[str, str], ...]]
-_FileState: TypeAlias = tuple[tuple[int, int, int] | None, ...]
+LoginFiles: TypeAlias = tuple[tuple[int, int, int] | None, ...]
+"""The start-up files of a login bash as they were seen (:meth:`SharedLogin.startup_files`)."""
 
 
-def _startup_files(home: str | None) -> _FileState:
+def _startup_files(home: str | None) -> LoginFiles:
     """The identity of each start-up file a login bash reads (``None``: not there)."""
     paths = list(_SYSTEM_FILES)
     if home:
@@ -87,7 +93,7 @@ def _working_directory() -> str:
 class _Resolved:
     environment: Mapping[str, str] | None
     started: float  # time.monotonic() when its probe started
-    files: _FileState  # the start-up files as they were then
+    files: LoginFiles  # the start-up files as they were then
 
 
 @final
@@ -108,17 +114,22 @@ class SharedLogin:
         self._keeping = threading.Lock()  # runs in other threads may keep results too
         self._pending: dict[tuple[_Key, trio.lowlevel.TrioToken], trio.Event] = {}
 
-    async def resolve(self, program: str, base: Mapping[str, str]) -> dict[str, str] | None:
+    async def resolve(
+        self, program: str, base: Mapping[str, str], files: LoginFiles | None = None
+    ) -> dict[str, str] | None:
         """The login environment of ``program`` run in ``base``: shared, or resolved now.
 
         The same result as :func:`resolve_login_environment` (``None`` when the probe
-        failed), as a fresh dict the caller may keep.
+        failed), as a fresh dict the caller may keep. ``files`` is what
+        :meth:`startup_files` found for ``base`` just before; without it (and after a
+        wait for another caller's probe) the files are looked at in a worker thread.
         """
         key: _Key = (program, _working_directory(), tuple(sorted(base.items())))
         home = base.get("HOME")
         pending_key = (key, trio.lowlevel.current_trio_token())
         while True:
-            files = _startup_files(home)
+            if files is None:
+                files = await run_in_worker(_startup_files, home)
             kept = self._fresh(key, files)
             if kept is not None:
                 await trio.lowlevel.checkpoint()
@@ -127,6 +138,7 @@ class SharedLogin:
             if running is None:
                 break
             await running.wait()  # then look again: it may have been cancelled
+            files = None
         done = self._pending[pending_key] = trio.Event()
         started = time.monotonic()
         try:
@@ -140,19 +152,31 @@ class SharedLogin:
             del self._pending[pending_key]
             done.set()
 
-    def kept(self, program: str, base: Mapping[str, str]) -> tuple[dict[str, str] | None] | None:
+    @staticmethod
+    def startup_files(base: Mapping[str, str]) -> LoginFiles:
+        """The start-up files a login bash run in ``base`` reads, as they are now.
+
+        Blocking (one ``stat`` each): call it in a worker thread, and give the result to
+        :meth:`kept` or :meth:`resolve`.
+        """
+        return _startup_files(base.get("HOME"))
+
+    def kept(
+        self, program: str, base: Mapping[str, str], files: LoginFiles
+    ) -> tuple[dict[str, str] | None] | None:
         """What :meth:`resolve` would answer at once without a login shell, or None.
 
         ``(environment,)`` when a fresh result is kept (``environment`` is None when that
-        probe failed), so that a caller can skip waiting for :meth:`resolve`.
+        probe failed), so that a caller can skip waiting for :meth:`resolve`. ``files``
+        is what :meth:`startup_files` found for ``base``: this looks at no file.
         """
         key: _Key = (program, _working_directory(), tuple(sorted(base.items())))
-        kept = self._fresh(key, _startup_files(base.get("HOME")))
+        kept = self._fresh(key, files)
         if kept is None:
             return None
         return (None if kept.environment is None else dict(kept.environment),)
 
-    def _fresh(self, key: _Key, files: _FileState) -> _Resolved | None:
+    def _fresh(self, key: _Key, files: LoginFiles) -> _Resolved | None:
         kept = self._resolved.get(key)
         if kept is None or time.monotonic() - kept.started >= self.max_age:
             return None

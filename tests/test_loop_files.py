@@ -1,0 +1,170 @@
+"""DESIGN §2: the event loop never blocks on a file, from a session's open to its end.
+
+A workspace, a ``PATH`` directory, a ``HOME`` or the agent's data root on a network file
+system can hang a ``stat`` for minutes; on the loop's thread that stalls every session
+of the process, not only the one that asked. These tests watch the loop's own thread
+with ``sys.setprofile`` (it sees every call of a builtin, made by whatever code) while
+real sessions open, run a command and a file tool, resume and close, and name every
+file-system call that penguin's code made there. Reads of ``/proc`` are the kernel's own
+tables, never a disk's, and are left out (``_proctable``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import trio
+
+import penguin
+from penguin import protocol as om
+from penguin.batch import BatchTask, run_batch
+from penguin.llm import ScriptedLLM, text, tool_call, turn
+from penguin.llm import testing as t
+
+from .batch.scripted import TaskScripts, configure_model, exec_reply, prompt
+
+_FILE_SYSTEM_CALLS = {
+    os.stat,
+    os.lstat,
+    os.access,
+    os.open,
+    os.mkdir,
+    os.makedirs,
+    os.readlink,
+    os.scandir,
+    os.listdir,
+    os.rename,
+    os.replace,
+    os.unlink,
+    os.rmdir,
+    os.chmod,
+    io.open,
+}
+_PACKAGE = os.path.dirname(penguin.__file__) + os.sep
+_PROCFS_READER = "environment/supervisor/_proctable.py:"
+
+
+def _penguin_site(frame: FrameType | None) -> str | None:
+    """The innermost frame of penguin's own code on the stack, as ``file:line:function``.
+
+    None when penguin's code is not on the stack, or when the call is an import's (a
+    module is loaded once per process, by whichever thread first needs it).
+    """
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith("<frozen importlib"):
+            return None
+        if filename.startswith(_PACKAGE):
+            where = filename[len(_PACKAGE) :]
+            return f"{where}:{frame.f_lineno}:{frame.f_code.co_name}"
+        frame = frame.f_back
+    return None
+
+
+@contextmanager
+def loop_file_calls() -> Iterator[list[str]]:
+    """Every file-system call penguin's code makes on this thread while the block runs."""
+    seen: list[str] = []
+    me = threading.get_ident()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event != "c_call" or arg not in _FILE_SYSTEM_CALLS:
+            return
+        assert threading.get_ident() == me  # sys.setprofile is this thread's alone
+        site = _penguin_site(frame)
+        if site is not None and not site.startswith(_PROCFS_READER):
+            seen.append(f"{arg.__name__} from {site}")
+
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(None)
+
+
+def allow(call: om.OmniMessage[om.ToolCallPayload]) -> om.ApprovalVerdict:
+    return "allow"
+
+
+async def _one_round(session: penguin.Session, prompt: str) -> str:
+    async with session.run([om.user_text(prompt)], approve=allow) as stream:
+        async for _ in stream:
+            pass
+    assert stream.result.status == "completed", stream.result
+    return stream.result.status
+
+
+def _script() -> ScriptedLLM:
+    return ScriptedLLM(
+        [
+            turn(tool_call("exec_command", {"cmd": "echo hi > out.txt"})),
+            turn(tool_call("write_file", {"file_path": "a.txt", "content": "x\n"})),
+            turn(text("Done.")),
+        ]
+    )
+
+
+async def test_design_2_sessions_make_no_file_system_call_on_the_loop_thread(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agent = penguin.Agent.open(tmp_path / "root")
+    with loop_file_calls() as seen:
+        # The first session resolves the shared login environment, the second finds it
+        # kept and fresh (the start-up files looked at with the workspace, in a worker).
+        for _ in range(2):
+            async with agent.session(workspace, llm=_script()) as session:
+                await _one_round(session, "go")
+                await session.flush_trace()
+                session_id = session.session_id
+        async with agent.resume_session(session_id, llm=ScriptedLLM([turn(text("Ok."))])) as again:
+            await _one_round(again, "again")
+        async with agent.session(llm=ScriptedLLM([turn(text("Hi."))])) as temporary:
+            await _one_round(temporary, "hello")  # a temporary workspace is made for it
+    assert (workspace / "out.txt").read_text() == "hi\n"
+    assert (workspace / "a.txt").read_text() == "x\n"
+    assert agent._login.probes == 1
+    assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_a_batch_makes_no_file_system_call_on_the_loop_thread(
+    tmp_path: Path,
+) -> None:
+    # The batch's own steps too: the project file's [sandbox] for each task, its
+    # temporary workspace, and the sessions' model clients (one per model).
+    scripts = TaskScripts({f"t{n}": [exec_reply(f"echo {n} > n.txt")] for n in range(4)})
+    async with t.serve_openai_compatible(scripts) as server:
+        root = tmp_path / "root"
+        configure_model(root, server.base_url)
+        tasks = [BatchTask(id=f"t{n}", prompt=prompt(f"t{n}")) for n in range(4)]
+        with loop_file_calls() as seen:
+            async with run_batch(tasks, root=root, concurrency=2) as stream:
+                results = [result async for result in stream]
+    assert sorted(result.status for result in results) == ["completed"] * 4
+    for result in results:
+        assert result.workspace is not None
+        assert (Path(result.workspace) / "n.txt").read_text() == f"{result.id[1:]}\n"
+    assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_the_watch_sees_a_file_system_call_on_the_loop_thread(
+    tmp_path: Path,
+) -> None:
+    # The watch itself: a stat made by penguin's code on this thread is named, with
+    # where it was made (so the test above cannot pass by seeing nothing).
+    from penguin.environment.supervisor._login import _startup_files
+
+    with loop_file_calls() as seen:
+        _startup_files(str(tmp_path))
+        await trio.lowlevel.checkpoint()
+    assert seen
+    assert all(call.startswith("stat from environment/supervisor/_login.py:") for call in seen)
