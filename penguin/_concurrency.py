@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Final, NoReturn, TypeVar, TypeVarTuple, final
 
 import trio
 
@@ -28,6 +29,44 @@ __all__ = ["collapse_single", "error_text", "run_in_worker"]
 
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
+
+WORKER_SLOTS: Final = 40
+"""Calls :func:`run_in_worker` runs at once in threads of its own (as many as Trio's
+default limiter allows ``trio.to_thread.run_sync``)."""
+
+
+@final
+class _Slots:
+    """How many :func:`run_in_worker` calls run now, counted by the threads themselves.
+
+    A slot is taken on the event loop as the call starts and given back in the worker
+    thread the moment the call returns. Trio's limiter takes its token back only when
+    the loop has the value in hand, a whole pass of the scheduler later: with a batch's
+    64 busy sessions a pass can take tens of milliseconds, and at about a thousand hops
+    a second the 40 tokens ran out while most were held by calls long finished (a third
+    of the hops of 200 tasks of ``benchmarks.batch`` then queued through the slower
+    ``trio.to_thread.run_sync``; with slots, only the first wave's). Process-wide: every
+    Trio run in the process shares it.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.taken >= self.total:
+                return False
+            self.taken += 1
+            return True
+
+    def give(self) -> None:
+        with self._lock:
+            self.taken -= 1
+
+
+_slots: Final = _Slots(WORKER_SLOTS)
 
 
 def error_text(exc: BaseException) -> str:
@@ -78,16 +117,17 @@ async def run_in_worker(fn: Callable[[*_Ts], _T], *args: *_Ts) -> _T:
     The contract of ``trio.to_thread.run_sync(fn, *args)`` with its defaults: a
     checkpoint (``Cancelled`` before ``fn`` starts, when the caller is cancelled), never
     abandoned once started (a cancel that comes while ``fn`` runs is delivered after
-    it returned, at the caller's next checkpoint), at most one thread per token of
-    Trio's default thread limiter (when none is free, the call queues through
-    ``trio.to_thread.run_sync``). What it leaves out is what costs: the thread is not
-    renamed for the call (two ``prctl`` calls through ctypes), there is no message
-    loop for ``trio.from_thread``, and ``fn`` runs in the thread's own context, not a
-    copy of the caller's. So ``fn`` must not use ``trio.from_thread`` (a call that
-    wants to stop when cancelled takes :func:`run_cancellable_in_worker`'s check) or
-    read the caller's context variables. On a 2-core machine a hop costs ~55 µs of
-    CPU this way against ~90 µs through ``run_sync`` (``benchmarks/thread_hop.py``),
-    and a batch task makes about nine of them.
+    it returned, at the caller's next checkpoint), a bounded number of threads: at most
+    :data:`WORKER_SLOTS` calls run at once in threads of its own, each slot free again
+    the moment its call returns; past them a call queues through
+    ``trio.to_thread.run_sync`` and its default limiter. What it leaves out is what
+    costs: the thread is not renamed for the call (two ``prctl`` calls through ctypes),
+    there is no message loop for ``trio.from_thread``, and ``fn`` runs in the thread's
+    own context, not a copy of the caller's. So ``fn`` must not use
+    ``trio.from_thread`` (a call that wants to stop when cancelled takes
+    :func:`run_cancellable_in_worker`'s check) or read the caller's context variables.
+    On a 2-core machine a hop costs ~55 µs of CPU this way against ~90 µs through
+    ``run_sync`` (``benchmarks/thread_hop.py``), and a batch task makes about a dozen.
     """
     return await _hop(functools.partial(fn, *args), [None])
 
@@ -115,17 +155,18 @@ _CancelRegister = list[Callable[[], None] | None]
 
 async def _hop(call: Callable[[], _T], register: _CancelRegister) -> _T:
     await trio.lowlevel.checkpoint_if_cancelled()
-    limiter = trio.to_thread.current_default_thread_limiter()
-    borrower = object()
-    try:
-        limiter.acquire_on_behalf_of_nowait(borrower)
-    except trio.WouldBlock:
+    if not _slots.take():
         return await _queued(call, register)
     task = trio.lowlevel.current_task()
     token = trio.lowlevel.current_trio_token()
 
+    def work() -> _T:
+        try:
+            return call()
+        finally:
+            _slots.give()  # free now, not when the loop comes round to the value
+
     def back_in_trio(result: outcome.Outcome[_T]) -> None:
-        limiter.release_on_behalf_of(borrower)
         trio.lowlevel.reschedule(task, result)
 
     def deliver(result: outcome.Outcome[_T]) -> None:
@@ -137,16 +178,16 @@ async def _hop(call: Callable[[], _T], register: _CancelRegister) -> _T:
         return trio.lowlevel.Abort.FAILED
 
     try:
-        trio.lowlevel.start_thread_soon(call, deliver)
+        trio.lowlevel.start_thread_soon(work, deliver)
     except BaseException:
-        limiter.release_on_behalf_of(borrower)
+        _slots.give()
         raise
     value: _T = await trio.lowlevel.wait_task_rescheduled(abort)
     return value
 
 
 async def _queued(call: Callable[[], _T], register: _CancelRegister) -> _T:
-    """The call through ``trio.to_thread.run_sync``, which waits for a thread token."""
+    """The call through ``trio.to_thread.run_sync``, which waits for a token of its limiter."""
 
     def in_thread() -> _T:
         register[0] = trio.from_thread.check_cancelled  # trio's own, in its own threads

@@ -239,24 +239,26 @@ class Agent:
         ``surface`` naming it to anyone refused (``"penguin chat"``). ``approval_mode``
         is recorded in the ``session_meta`` (C5.5), for a resume to keep.
         """
-        files = await run_in_worker(self._files_now)
-        policy = self._policy(sandbox, files.project)
         session_id = cfg.new_session_id()
-        owned_llm: OpenAIChatLLM | None = None
-        if llm is None:  # first: a missing model must not leave an empty workspace behind
-            owned_llm = self._client_for(files.project, provider=provider, model_id=model_id)
-            llm = owned_llm
-        if vision is None:
-            vision = _has_vision(files.project, llm)
         writer = TraceWriter(self.paths.traces_dir, session_id)
-        async with _closed_after(owned_llm):
-            if workspace_dir is not None:
-                workspace = Path(workspace_dir)
-            else:
-                workspace = await run_in_worker(cfg.new_temp_workspace, self.paths)
-            async with (
-                _locked(writer.path, session_id, surface),
-                _assemble(
+
+        def read_files() -> tuple[_AgentFiles, SandboxPolicy | None]:
+            files = self._files_now()
+            return files, self._policy(sandbox, files.project)
+
+        async with _locked(writer.path, session_id, surface, read_files) as (files, policy):
+            owned_llm: OpenAIChatLLM | None = None
+            if llm is None:  # first: a missing model must not leave an empty workspace behind
+                owned_llm = self._client_for(files.project, provider=provider, model_id=model_id)
+                llm = owned_llm
+            if vision is None:
+                vision = _has_vision(files.project, llm)
+            async with _closed_after(owned_llm):
+                if workspace_dir is not None:
+                    workspace = Path(workspace_dir)
+                else:
+                    workspace = await run_in_worker(cfg.new_temp_workspace, self.paths)
+                async with _assemble(
                     self,
                     session_id,
                     workspace,
@@ -267,9 +269,8 @@ class Agent:
                     ledger=None,
                     sandbox=policy,
                     approval_mode=approval_mode,
-                ) as session,
-            ):
-                yield session
+                ) as session:
+                    yield session
 
     @asynccontextmanager
     async def resume_session(
@@ -297,8 +298,8 @@ class Agent:
             raise SessionNotFoundError(
                 f"no trace of session {session_id!r} under {self.paths.traces_dir}"
             )
-        async with (
-            _locked(location.path, session_id, surface),
+        async with (  # the lock first: a locked session says so before anything is read
+            _locked(location.path, session_id, surface, _nothing),
             self._resumed(location, llm, vision, sandbox) as session,
         ):
             yield session
@@ -357,22 +358,35 @@ class Agent:
 
 
 @asynccontextmanager
-async def _locked(trace_path: Path, session_id: str, surface: str | None) -> AsyncIterator[None]:
+async def _locked(
+    trace_path: Path, session_id: str, surface: str | None, before: Callable[[], _T]
+) -> AsyncIterator[_T]:
     """Hold the session's writer lock, beside its trace; SessionLockedError when it is held.
 
-    Taken and released in a worker thread: both are file-system work in the traces'
-    folder. The release is shielded (a cancelled session still lets go of its lock)
-    and bounded by :data:`_RELEASE_BOUND`; a release still stuck then (a hung file
-    system) is left to its thread, which ends it when the file system answers: the lock
-    is held until then, never half-released.
+    Yields what ``before()`` returned: it runs first, in the same worker thread that
+    then takes the lock (one trip for both; when it raises, no lock is taken). Taking
+    and releasing are file-system work in the traces' folder, so both run in a worker.
+    The release is shielded (a cancelled session still lets go of its lock) and bounded
+    by :data:`_RELEASE_BOUND`; a release still stuck then (a hung file system) is left to
+    its thread, which ends it when the file system answers: the lock is held until then,
+    never half-released.
     """
     path = lock_path(trace_path, session_id)
-    lock = await run_in_worker(SessionLock.acquire, path, session_id, surface)
+
+    def first_then_lock() -> tuple[_T, SessionLock]:
+        value = before()
+        return value, SessionLock.acquire(path, session_id, surface)
+
+    value, lock = await run_in_worker(first_then_lock)
     try:
-        yield
+        yield value
     finally:
         with trio.CancelScope(shield=True), trio.move_on_after(_RELEASE_BOUND):
             await trio.to_thread.run_sync(lock.release, abandon_on_cancel=True)
+
+
+def _nothing() -> None:
+    """Nothing to do before taking a lock."""
 
 
 def _has_vision(project: cfg.ProjectConfig, llm: LLM) -> bool:

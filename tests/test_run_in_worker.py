@@ -3,19 +3,28 @@
 A batch task makes about nine thread hops; this hop costs about half of
 ``run_sync``'s CPU (``benchmarks/thread_hop.py``). These tests hold it to the contract
 the call sites relied on: another thread, the value or the exception, a checkpoint
-before the call, never abandoned once started, counted against Trio's default limiter.
+before the call, never abandoned once started, a bounded number of threads: its own
+slots (each free the moment its call returns), then Trio's default limiter.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
 import trio
 import trio.testing
 
-from penguin._concurrency import run_cancellable_in_worker, run_in_worker
+from penguin import _concurrency
+from penguin._concurrency import WORKER_SLOTS, run_cancellable_in_worker, run_in_worker
+
+
+@pytest.fixture
+def no_free_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every one of run_in_worker's own slots taken: a call queues on Trio's limiter."""
+    monkeypatch.setattr(_concurrency._slots, "total", 0)
 
 
 async def test_20_1_the_call_runs_in_another_thread_and_gives_its_value() -> None:
@@ -65,17 +74,72 @@ async def test_20_1_a_started_call_is_not_abandoned_by_a_cancel() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(caller, scope)
         await trio.to_thread.run_sync(started.wait)
-        limiter = trio.to_thread.current_default_thread_limiter()
-        assert limiter.borrowed_tokens == 1  # the running call holds a token
+        assert _concurrency._slots.taken == 1  # the running call holds a slot
         scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
         assert steps == []  # still waiting for the call, not cancelled out of it
         release.set()
     assert steps == ["returned", "value"]
     assert scope.cancelled_caught
+    assert _concurrency._slots.taken == 0
+
+
+async def test_20_1_a_slot_is_free_once_its_call_returns_not_once_the_loop_takes_it() -> None:
+    # Under load the loop comes round to a finished call's value a whole scheduler pass
+    # later; the slot must not wait for that, or slots run out while no thread works.
+    go = threading.Event()
+    values: list[int] = []
+
+    async def caller(n: int) -> None:
+        values.append(await run_in_worker(lambda: (go.wait(10), n)[1]))
+
+    async with trio.open_nursery() as nursery:
+        for n in range(5):
+            nursery.start_soon(caller, n)
+        await trio.testing.wait_all_tasks_blocked()
+        assert _concurrency._slots.taken == 5
+        go.set()
+        deadline = time.monotonic() + 10
+        while _concurrency._slots.taken and time.monotonic() < deadline:
+            time.sleep(0.001)  # noqa: ASYNC251 - the loop's thread held: no value is taken
+        assert _concurrency._slots.taken == 0
+        assert values == []  # every call has returned, none of its values is taken yet
+    assert sorted(values) == [0, 1, 2, 3, 4]
+
+
+async def test_20_1_past_its_slots_a_call_runs_as_far_as_trios_limiter_allows() -> None:
+    # WORKER_SLOTS calls at once run in threads of their own; one more queues on Trio's
+    # default limiter instead of starting another thread.
+    go = threading.Event()
+    limiter = trio.to_thread.current_default_thread_limiter()
+    limiter.total_tokens = 1
+    holder = object()
+    await limiter.acquire_on_behalf_of(holder)
+    ran: list[str] = []
+    slots_done = trio.Event()
+
+    async def caller(name: str) -> None:
+        ran.append(await run_in_worker(lambda: (go.wait(10), name)[1]))
+        if len(ran) == WORKER_SLOTS:
+            slots_done.set()
+
+    async with trio.open_nursery() as nursery:
+        for n in range(WORKER_SLOTS):
+            nursery.start_soon(caller, f"slot {n}")
+        await trio.testing.wait_all_tasks_blocked()
+        assert _concurrency._slots.taken == WORKER_SLOTS
+        nursery.start_soon(caller, "queued")
+        await trio.testing.wait_all_tasks_blocked()
+        assert limiter.statistics().tasks_waiting == 1  # behind the held token
+        go.set()
+        await slots_done.wait()
+        assert "queued" not in ran  # slots free again do not take a call already queued
+        limiter.release_on_behalf_of(holder)
+    assert ran[-1] == "queued"
     assert limiter.borrowed_tokens == 0
 
 
+@pytest.mark.usefixtures("no_free_slot")
 async def test_20_1_with_no_free_thread_token_the_call_waits_for_one() -> None:
     limiter = trio.to_thread.current_default_thread_limiter()
     limiter.total_tokens = 1
@@ -140,6 +204,7 @@ async def test_20_1_the_check_raises_cancelled_once_the_caller_is_cancelled() ->
     assert trio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
 
 
+@pytest.mark.usefixtures("no_free_slot")
 async def test_20_1_a_queued_call_keeps_its_check() -> None:
     """With no thread token free the call queues through run_sync; the check still works."""
     limiter = trio.to_thread.current_default_thread_limiter()
