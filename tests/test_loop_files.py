@@ -30,6 +30,7 @@ from penguin.llm import ScriptedLLM, text, tool_call, turn
 from penguin.llm import testing as t
 
 from .batch.scripted import TaskScripts, configure_model, exec_reply, prompt
+from .test_subagents_e2e import Routed, child_prompt
 
 _FILE_SYSTEM_CALLS = {
     os.stat,
@@ -133,6 +134,40 @@ async def test_design_2_sessions_make_no_file_system_call_on_the_loop_thread(
     assert (workspace / "out.txt").read_text() == "hi\n"
     assert (workspace / "a.txt").read_text() == "x\n"
     assert agent._login.probes == 1
+    assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_a_subagent_makes_no_file_system_call_on_the_loop_thread(
+    tmp_path: Path,
+) -> None:
+    # A child session opens (its agent's files, its Environment), runs a command and a
+    # file tool, and closes, all inside the parent's run.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    task, child = "Delegate it.", child_prompt("Write c.")
+    llm = Routed(
+        {
+            task: ScriptedLLM(
+                [
+                    turn(tool_call("run_subagent", {"description": "c", "prompt": child})),
+                    turn(text("Delegated.")),
+                ]
+            ),
+            child: ScriptedLLM(
+                [
+                    turn(tool_call("exec_command", {"cmd": "echo c > c.txt"})),
+                    turn(tool_call("write_file", {"file_path": "d.txt", "content": "d\n"})),
+                    "Wrote c and d.",
+                ]
+            ),
+        }
+    )
+    agent = penguin.Agent.open(tmp_path / "root")
+    with loop_file_calls() as seen:
+        async with agent.session(workspace, llm=llm) as session:
+            await _one_round(session, task)
+    assert (workspace / "c.txt").read_text() == "c\n"
+    assert (workspace / "d.txt").read_text() == "d\n"
     assert seen == [], "\n".join(seen)
 
 
