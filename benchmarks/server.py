@@ -14,7 +14,11 @@ a. 64 sessions at once, each a scripted task of 10 ``exec_command`` calls under
    that allows at once. Figures: total wall time (target: server <= 1.5 x baseline);
    the approval round trip, from the client receiving ``approval_request`` to it
    receiving the call's first output (p50, p99; target: p50 < 5 ms), under that load
-   and for one session alone; the server's peak RSS (target: < 300 MB).
+   and for one session alone; the server's peak RSS (target: < 300 MB). The model
+   answers at once (``--think`` for a model that takes time), so the loaded round trip
+   is that of a server kept busy all the time; it is measured again at a model's pace
+   (server side only, 64 new sessions of 5 calls, each turn of the model taking 2 s on
+   average), where the server's loop has time to spare, as it has with a real model.
 b. SSE fan-out: one session whose model streams 20,000 text chunks, read by 10
    subscribers of its stream: events per second delivered (all subscribers together,
    and per subscriber), beside the rate at which ``Session.run`` yields the same
@@ -63,6 +67,10 @@ CALLS_TASK: Final = "bench: ten commands"
 BURST_TASK: Final = "bench: a burst of text"
 TOKEN: Final = "benchmark-token"
 MB: Final = 1_000_000
+PACE: Final = 2.0
+"""The model's time per turn, on average, in (a) at a model's pace (seconds)."""
+PACED_CALLS: Final = 5
+"""Commands per session at a model's pace (each turn takes ``PACE``, so fewer than (a))."""
 
 AnyClient = H11Client | httpx.AsyncClient
 """A session's client: see :func:`session_client`."""
@@ -125,6 +133,30 @@ async def serve_model(calls: int, burst: int, think: float) -> None:
     async with t.serve_openai_compatible(thinking(model_handler(calls, burst), think)) as server:
         print(server.base_url, flush=True)
         await trio.to_thread.run_sync(sys.stdin.read)
+
+
+@contextlib.asynccontextmanager
+async def model_process(
+    calls: int, burst: int, think: float
+) -> AsyncIterator[tuple[trio.Process, str]]:
+    """The model's process (:func:`serve_model`) and its base URL, until the block ends."""
+    model = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "benchmarks.server", "--model", str(calls), str(burst), str(think)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert model.stdout is not None
+        line = b""
+        with trio.fail_after(60):
+            while not line.endswith(b"\n"):
+                line += await model.stdout.receive_some(4096)
+        yield model, line.decode().strip()
+    finally:
+        assert model.stdin is not None
+        await model.stdin.aclose()  # the model's process ends when its stdin does
+        with trio.fail_after(30):
+            await model.wait()
 
 
 def configure(root: Path, base_url: str) -> None:
@@ -449,68 +481,102 @@ async def run_server(
     kind: str = "h11",
 ) -> dict[str, Any]:
     """(a) then (b) against a ``penguin server``; with ``probe``, under ``_loop_probe``."""
+    figures: dict[str, Any] = {}
+    async with server_process(root, sessions, probe, figures) as (process, client):
+        alone = Trips()
+        await drive_session(client, alone, mode, kind)  # also warms the server up
+        if probe is not None:
+            process.send_signal(signal.SIGUSR1)  # the loop's count starts with (a)
+        loaded = Trips()
+        lags: list[float] = []
+        opened: list[tuple[float, float]] = []  # (time, server CPU) once all are created
+        created = [0]
+
+        def on_created() -> None:
+            created[0] += 1
+            if created[0] == sessions:
+                opened.append((time.perf_counter(), _cpu(process.pid)))
+
+        async with contextlib.AsyncExitStack() as clients:
+            own: list[AnyClient] = [
+                await clients.enter_async_context(session_client(client, kind))
+                for _ in range(sessions)
+            ]
+            server_cpu = _cpu(process.pid)
+            server_children = _descendants_cpu(process.pid)
+            client_cpu = time.process_time()
+            start = time.perf_counter()
+            with trio.fail_after(600):
+                async with trio.open_nursery() as outer:
+                    await outer.start(measure_lag, lags)
+                    async with trio.open_nursery() as nursery:
+                        for session in own:
+                            nursery.start_soon(_drive, session, loaded, mode, on_created)
+                    outer.cancel_scope.cancel()
+            end, end_cpu = time.perf_counter(), _cpu(process.pid)
+            figures["wall"] = end - start
+            if probe is not None:
+                figures["loop"] = await _loop_figures(process, probe)
+            figures["server_cpu"] = end_cpu - server_cpu
+            figures["opening"] = opened[0][0] - start
+            figures["calls_busy"] = (end_cpu - opened[0][1]) / (end - opened[0][0])
+            figures["children_cpu"] = _descendants_cpu(process.pid) - server_children
+            figures["client_cpu"] = time.process_time() - client_cpu
+        figures["lags"] = lags
+        figures["alone"] = alone
+        figures["loaded"] = loaded
+        with trio.fail_after(600):
+            figures["events"], figures["seconds"] = await fan_out(client, subscribers)
+        figures["rss"] = peak_rss(process.pid)
+    return figures
+
+
+@contextlib.asynccontextmanager
+async def server_process(
+    root: Path, sessions: int, probe: Path | None, figures: dict[str, Any]
+) -> AsyncIterator[tuple[trio.Process, httpx.AsyncClient]]:
+    """A ``penguin server`` on ``root`` and a client of it (its address and token).
+
+    With ``probe``, the server runs under ``_loop_probe``. It is stopped with SIGINT on
+    the way out, and its exit status is put in ``figures["exit"]``.
+    """
     runner = ["penguin"] if probe is None else ["benchmarks._loop_probe", str(probe)]
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", *runner, "server", "--port", "0", "--root", str(root)],
         stdout=subprocess.PIPE,
         env={**os.environ, "PENGUIN_SERVER_TOKEN": TOKEN},
     )
-    base = await read_base_url(process)
-    limits = httpx.Limits(max_connections=4 * sessions + 32, max_keepalive_connections=None)
-    figures: dict[str, Any] = {}
     try:
+        base = await read_base_url(process)
+        limits = httpx.Limits(max_connections=4 * sessions + 32, max_keepalive_connections=None)
         async with httpx.AsyncClient(
             base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120, limits=limits
         ) as client:
-            alone = Trips()
-            await drive_session(client, alone, mode, kind)  # also warms the server up
-            if probe is not None:
-                process.send_signal(signal.SIGUSR1)  # the loop's count starts with (a)
-            loaded = Trips()
-            lags: list[float] = []
-            opened: list[tuple[float, float]] = []  # (time, server CPU) once all are created
-            created = [0]
-
-            def on_created() -> None:
-                created[0] += 1
-                if created[0] == sessions:
-                    opened.append((time.perf_counter(), _cpu(process.pid)))
-
-            async with contextlib.AsyncExitStack() as clients:
-                own: list[AnyClient] = [
-                    await clients.enter_async_context(session_client(client, kind))
-                    for _ in range(sessions)
-                ]
-                server_cpu = _cpu(process.pid)
-                server_children = _descendants_cpu(process.pid)
-                client_cpu = time.process_time()
-                start = time.perf_counter()
-                with trio.fail_after(600):
-                    async with trio.open_nursery() as outer:
-                        await outer.start(measure_lag, lags)
-                        async with trio.open_nursery() as nursery:
-                            for session in own:
-                                nursery.start_soon(_drive, session, loaded, mode, on_created)
-                        outer.cancel_scope.cancel()
-                end, end_cpu = time.perf_counter(), _cpu(process.pid)
-                figures["wall"] = end - start
-                if probe is not None:
-                    figures["loop"] = await _loop_figures(process, probe)
-                figures["server_cpu"] = end_cpu - server_cpu
-                figures["opening"] = opened[0][0] - start
-                figures["calls_busy"] = (end_cpu - opened[0][1]) / (end - opened[0][0])
-                figures["children_cpu"] = _descendants_cpu(process.pid) - server_children
-                figures["client_cpu"] = time.process_time() - client_cpu
-            figures["lags"] = lags
-            figures["alone"] = alone
-            figures["loaded"] = loaded
-            with trio.fail_after(600):
-                figures["events"], figures["seconds"] = await fan_out(client, subscribers)
-        figures["rss"] = peak_rss(process.pid)
+            yield process, client
     finally:
         process.send_signal(signal.SIGINT)
         with trio.fail_after(30):
             figures["exit"] = await process.wait()
+
+
+async def run_paced(root: Path, sessions: int, mode: str, kind: str) -> dict[str, Any]:
+    """(a) at a model's pace, server side only: its round trips and the server's CPU."""
+    figures: dict[str, Any] = {}
+    trips = Trips()
+    async with (
+        server_process(root, sessions, None, figures) as (process, client),
+        contextlib.AsyncExitStack() as clients,
+    ):
+        own: list[AnyClient] = [
+            await clients.enter_async_context(session_client(client, kind)) for _ in range(sessions)
+        ]
+        cpu, start = _cpu(process.pid), time.perf_counter()
+        with trio.fail_after(600):
+            async with trio.open_nursery() as nursery:
+                for session in own:
+                    nursery.start_soon(_drive, session, trips, mode)
+        figures["busy"] = (_cpu(process.pid) - cpu) / (time.perf_counter() - start)
+    figures["trips"] = trips
     return figures
 
 
@@ -588,26 +654,7 @@ async def main(
         home = Path(tmp) / "home"
         home.mkdir()
         os.environ["HOME"] = str(home)  # login shells read no profile, on both sides
-        model = await trio.lowlevel.open_process(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.server",
-                "--model",
-                str(calls),
-                str(burst),
-                str(think),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        try:
-            assert model.stdout is not None
-            line = b""
-            with trio.fail_after(60):
-                while not line.endswith(b"\n"):
-                    line += await model.stdout.receive_some(4096)
-            base_url = line.decode().strip()
+        async with model_process(calls, burst, think) as (model, base_url):
             base_root, server_root = Path(tmp) / "baseline", Path(tmp) / "server"
             configure(base_root, base_url)
             configure(server_root, base_url)
@@ -623,11 +670,12 @@ async def main(
             probe = Path(tmp) / "loop.json" if loop_profile else None
             server = await run_server(server_root, sessions, subscribers, mode, probe, kind)
             server["model_cpu"] = _cpu(model.pid) - model_cpu
-        finally:
-            assert model.stdin is not None
-            await model.stdin.aclose()  # the model's process ends when its stdin does
-            with trio.fail_after(30):
-                await model.wait()
+        paced: dict[str, Any] | None = None
+        if not quick and think == 0:
+            async with model_process(PACED_CALLS, burst, PACE) as (_, base_url):
+                paced_root = Path(tmp) / "paced"
+                configure(paced_root, base_url)
+                paced = await run_paced(paced_root, sessions, mode, kind)
     ratio = server["wall"] / baseline["wall"]
     trips, alone_trips = server["loaded"], server["alone"]
     loaded, alone = trips.whole, alone_trips.whole
@@ -691,6 +739,14 @@ async def main(
     if "loop" in server:
         print_loop(server["loop"], len(loaded), statistics.median(loaded))
     print(f"    approval round trip, alone     p50 {a50:6.2f} ms  p99 {a99:6.2f} ms")
+    if paced is not None:
+        whole = paced["trips"].whole
+        print(
+            f"    approval round trip, paced     p50 {statistics.median(whole) * 1000:6.2f} ms"
+            f"  p99 {percentile(whole, 99) * 1000:6.2f} ms"
+            f"    {sessions} sessions again, the model taking {PACE:g} s a turn"
+            f" (0.5-1.5 x), {PACED_CALLS} calls each: the server {paced['busy']:.0%} of a core"
+        )
     rss, base_rss = server["rss"] / MB, baseline["rss"] / MB
     print(
         f"    peak RSS: server {rss:6.1f} MB, baseline worker {base_rss:6.1f} MB"
