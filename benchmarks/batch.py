@@ -33,6 +33,12 @@ d. ``--ray-tasks`` tasks (1,000) on the Ray backend with 2 local workers: its st
 "After start-up" is always from the first task's start to the last result, for (b)
 too: the fixed costs at either end are printed, not spread over the tasks.
 
+The model answers at once, which keeps penguin's loop busy. ``--think MS`` has it take
+about ``MS`` a turn (0.5-1.5 x, drawn at random) and runs (b) alone (``--repeat``
+times): penguin's CPU per task at a model's pace. Beside it, the same unit of plain
+Python work (below), done in 100 pieces 10 ms apart, as a process whose sessions wait
+on a model does its work: short bursts cost a virtual machine more than steady work.
+
 Machines here differ in Python speed by up to 3x from one session to the next (the same
 code measured 11 ms of CPU per task on one and 39 ms on another), so the run first times
 a fixed piece of pure-Python work of a task's kind, and prints penguin's CPU per task in
@@ -52,6 +58,7 @@ import argparse
 import importlib.util
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -105,9 +112,18 @@ def _reply(step: int, calls: int) -> t.Reply:
     )
 
 
-async def _serve(calls: int) -> None:
-    def handler(request: t.ReceivedRequest) -> t.Reply:
+async def _serve(calls: int, think: float) -> None:
+    """The model's process: answer each turn after ``think`` seconds or so (0: at once).
+
+    Each wait is drawn evenly from half to one and a half times ``think`` (seeded), so
+    that the sessions' turns spread out as real ones do.
+    """
+    draw = random.Random(20)
+
+    async def handler(request: t.ReceivedRequest) -> t.Reply:
         messages = request.json()["messages"]
+        if think > 0:
+            await trio.sleep(think * draw.uniform(0.5, 1.5))
         return _reply(sum(1 for m in messages if m["role"] == "assistant"), calls)
 
     async with t.serve_openai_compatible(handler) as server:
@@ -337,13 +353,21 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--real-home", action="store_true", help="keep HOME for the parts")
     parser.add_argument("--quick", action="store_true", help="200 tasks, 30 sequential, 200 on Ray")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the model's time per turn, on average (each takes 0.5-1.5 times it); with it,"
+        " only (b) runs: penguin's CPU per task at a model's pace (default 0: at once)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--part", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--root", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        trio.run(_serve, args.calls)
+        trio.run(_serve, args.calls, args.think / 1000)
         return
     if args.part is not None:
         _part(args)
@@ -353,7 +377,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as scratch:
         root = Path(scratch) / "root"
-        with serve_model(args.calls) as (base_url, server):
+        with serve_model(args.calls, args.think / 1000) as (base_url, server):
             paths = cfg.AgentPaths(root)
             entry = cfg.ModelEntry(provider="local", model_id="scripted", base_url=base_url)
             project = cfg.add_model(
@@ -369,17 +393,24 @@ def main() -> None:
                 f"(this machine's unit of Python work: {unit:.1f} ms of CPU; penguin's CPU per"
                 " task is given in units too, which compare across machines)"
             )
-            _report(args, root, env, server, unit)
+            if args.think > 0:
+                _report_paced(args, root, env, unit)
+            else:
+                _report(args, root, env, server, unit)
 
 
 @contextmanager
-def serve_model(calls: int) -> Iterator[tuple[str, psutil.Process]]:
+def serve_model(calls: int, think: float = 0.0) -> Iterator[tuple[str, psutil.Process]]:
     """The scripted model in a process of its own: its base URL and its process.
 
-    The process serves until its stdin is closed, which leaving the block does.
+    It takes ``think`` seconds a turn, on average (0: it answers at once). The process
+    serves until its stdin is closed, which leaving the block does.
     """
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.batch", "--serve", "--calls", str(calls)],
+        [
+            *(sys.executable, "-m", "benchmarks.batch", "--serve"),
+            *("--calls", str(calls), "--think", str(think * 1000)),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -393,12 +424,16 @@ def serve_model(calls: int) -> Iterator[tuple[str, psutil.Process]]:
         server.wait(timeout=30)
 
 
-def _machine_unit() -> float:
-    """CPU ms of a fixed piece of pure-Python work of the kind a task does (best of 8).
+def _machine_unit(pause: float = 0.0, rounds: int = 8) -> float:
+    """CPU ms of a fixed piece of pure-Python work of the kind a task does (best of rounds).
 
     JSON of a chat request's shape, both ways, and small objects: what penguin's own
     per-task CPU is made of. Machines here differ by up to 3x in Python speed from one
     session to the next; CPU per task divided by this unit can be compared across them.
+
+    With ``pause``, the work is done in 100 pieces with ``pause`` seconds of sleep
+    between them, as a process whose sessions wait on a model does its work: on a
+    virtual machine each piece can start with cold caches, and cost more.
     """
     body = {
         "model": "m",
@@ -406,13 +441,15 @@ def _machine_unit() -> float:
         "stream": True,
     }
     best = float("inf")
-    for _ in range(8):  # the first rounds warm the machine up
+    for _ in range(rounds):  # the first rounds warm the machine up
         start = time.process_time()
         for n in range(2000):
             text = json.dumps(body, separators=(",", ":"))
             parsed = json.loads(text)
             parsed["messages"].append({"role": "assistant", "content": str(n)})
             _ = [dict(m, seen=True) for m in parsed["messages"]]
+            if pause > 0 and n % 20 == 19:
+                time.sleep(pause)
         best = min(best, time.process_time() - start)
     return 1000 * best
 
@@ -438,6 +475,37 @@ def _login_probe(home: Path) -> None:
 def _cpu_of(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
+
+
+def _report_paced(
+    args: argparse.Namespace, root: Path, env: dict[str, str] | None, unit: float
+) -> None:
+    """(b) only, with a model that takes ``--think`` a turn: penguin's CPU per task then.
+
+    The other parts measure throughput, which the model's pace sets here.
+    """
+    print(
+        f"{args.tasks:,} scripted tasks of {args.calls} tool calls each, the model taking"
+        f" {args.think:g} ms a turn on average (0.5-1.5 x) (load before: {_load()})"
+    )
+    cpus = []
+    for run in range(1, args.repeat + 1):
+        figures = _spawn_part("local-again", root, args.tasks, args.concurrency, env)
+        cpus.append(1000 * figures["cpu"] / args.tasks)
+        print(_row(f"(b) concurrency {args.concurrency}, run {run}", args.tasks, figures))
+    cpu = statistics.median(cpus)
+    runs = f"median of {len(cpus)} runs: {', '.join(f'{c:.1f}' for c in cpus)}"
+    print(f"    penguin's CPU per task {cpu:5.1f} ms   ({runs})")
+    print(f"                           {cpu / unit:5.2f} units of this machine's Python work")
+    pieces = _machine_unit(pause=0.01, rounds=3)
+    print(
+        f"    the unit done in 100 pieces 10 ms apart: {pieces:.1f} ms of CPU ="
+        f" {pieces / unit:.2f} x the unit (work done in bursts costs this machine more)"
+    )
+    print(
+        "    ((a), (c) and (d) measure throughput, which the model's pace sets: they run"
+        " without --think)"
+    )
 
 
 def _report(
