@@ -1,4 +1,4 @@
-"""The suite's one marker, ``once``, and its own home folder.
+"""The suite's one marker, ``once``, its own home folder, and an empty ``workspace``.
 
 **The home folder.** Every command penguin runs starts from a login shell's
 environment (``bash -l``), and a login shell reads the profile of ``HOME``. The
@@ -52,6 +52,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "once: a browser, pty or load test the CI matrix runs on one Python only"
     )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty folder, ``ws`` (the test folders below give their own where they differ)."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -4,9 +4,10 @@ A workspace, a ``PATH`` directory, a ``HOME`` or the agent's data root on a netw
 system can hang a ``stat`` for minutes; on the loop's thread that stalls every session
 of the process, not only the one that asked. These tests watch the loop's own thread
 with ``sys.setprofile`` (it sees every call of a builtin, made by whatever code) while
-real sessions open, run a command and a file tool, resume and close, and name every
-file-system call that penguin's code made there. Reads of ``/proc`` are the kernel's own
-tables, never a disk's, and are left out (``_proctable``).
+real sessions open, run a command and a file tool, resume and close (and a subagent, a
+batch, every built-in tool and a stdio MCP server, with the kernel sandbox and without),
+and name every file-system call that penguin's code made there. Reads of ``/proc`` are
+the kernel's own tables, never a disk's, and are left out (``_proctable``).
 """
 
 from __future__ import annotations
@@ -21,15 +22,27 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
 import trio
 
 import penguin
 from penguin import protocol as om
 from penguin.batch import BatchTask, run_batch
+from penguin.config import McpServerConfig, McpStdioTransport
+from penguin.environment.sandbox import probe
 from penguin.llm import ScriptedLLM, text, tool_call, turn
 from penguin.llm import testing as t
 
 from .batch.scripted import TaskScripts, configure_model, exec_reply, prompt
+from .environment.mcp import support as mcp_support
+from .environment.processes import (
+    call,
+    exec_command,
+    input_command,
+    kill_command,
+    start_in_background,
+)
+from .environment.tools.test_read_image import PNG
 from .test_subagents_e2e import Routed, child_prompt
 
 _FILE_SYSTEM_CALLS = {
@@ -188,6 +201,67 @@ async def test_design_2_a_batch_makes_no_file_system_call_on_the_loop_thread(
     for result in results:
         assert result.workspace is not None
         assert (Path(result.workspace) / "n.txt").read_text() == f"{result.id[1:]}\n"
+    assert seen == [], "\n".join(seen)
+
+
+@pytest.fixture(params=[False, True], ids=["unsandboxed", "sandboxed"])
+def sandbox(request: pytest.FixtureRequest) -> penguin.SandboxPolicy | None:
+    """None, then the kernel sandbox's default policy (skipped where it cannot be enforced)."""
+    if not request.param:
+        return None
+    reason = probe().reason
+    if reason is not None:
+        pytest.skip(f"sandbox unavailable here: {reason}")
+    return penguin.SandboxPolicy(mode="workspace-write")
+
+
+async def test_design_2_every_builtin_tool_makes_no_file_system_call_on_the_loop_thread(
+    sandbox: penguin.SandboxPolicy | None, workspace: Path
+) -> None:
+    # Each built-in tool of an Environment, and the command tools' whole life: a command
+    # in a terminal, one kept in the background, written to, polled and killed.
+    (workspace / "a.png").write_bytes(PNG)
+    config = penguin.EnvironmentConfig(workspace_dir=workspace, sandbox=sandbox)
+    with loop_file_calls() as seen:
+        async with penguin.Environment.open(config) as env:
+            written = await call(env, "write_file", {"file_path": "f.txt", "content": "one\n"})
+            edited = await call(
+                env, "edit_file", {"file_path": "f.txt", "old_string": "one", "new_string": "two"}
+            )
+            read = await call(env, "read_file", {"file_path": "f.txt"})
+            image = await call(env, "read_image", {"source": "a.png"})
+            in_terminal = await exec_command(env, "tty && echo t", tty=True)
+            process_id = await start_in_background(env, 'read a; echo "got $a"; sleep 60')
+            answered = await input_command(env, process_id, "x\n", yield_time_ms=2000)
+            killed = await kill_command(env, process_id)
+    assert [o.stop_reason for o in (written, edited, read, image, in_terminal)] == ["completed"] * 5
+    assert (workspace / "f.txt").read_text() == "two\n"
+    assert "two" in read.output
+    assert in_terminal.output.rstrip().endswith("t")
+    assert "got x" in answered.output
+    assert f"[process {process_id} killed" in killed.output
+    assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_an_mcp_server_makes_no_file_system_call_on_the_loop_thread(
+    sandbox: penguin.SandboxPolicy | None, workspace: Path
+) -> None:
+    # A stdio MCP server's life: started (in the sandbox when there is one: its entry
+    # opts in), listed, called, and stopped with the Environment.
+    transport = McpStdioTransport(
+        command=sys.executable,
+        args=("-m", mcp_support.SERVER_MODULE),
+        env={"PYTHONPATH": str(mcp_support.REPO)},
+        sandbox=sandbox is not None,
+    )
+    servers = [McpServerConfig(name="s", transport=transport)]
+    config = mcp_support.environment_config(workspace, *servers, sandbox=sandbox)
+    with loop_file_calls() as seen:
+        async with penguin.Environment.open(config) as env:
+            names = [tool.name for tool in await env.list_tools()]
+            echoed = await mcp_support.call(env, "echo", '{"text": "hello"}')
+    assert "mcp__s__echo" in names
+    assert echoed.output == "hello"
     assert seen == [], "\n".join(seen)
 
 

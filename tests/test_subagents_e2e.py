@@ -128,13 +128,6 @@ def agent(tmp_path: Path) -> penguin.Agent:
     return penguin.Agent.open(tmp_path / "root")
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
 # --------------------------------------------------------------------------- traces, origin
 
 
