@@ -5,15 +5,17 @@ system can hang a ``stat`` for minutes; on the loop's thread that stalls every s
 of the process, not only the one that asked. These tests watch the loop's own thread
 with ``sys.setprofile`` (it sees every call of a builtin, made by whatever code) while
 real sessions open, run a command and a file tool, resume and close (and a subagent, a
-batch, every built-in tool and a stdio MCP server, with the kernel sandbox and without),
-and name every file-system call that penguin's code made there. Reads of ``/proc`` are
-the kernel's own tables, never a disk's, and are left out (``_proctable``).
+batch, every built-in tool and a stdio MCP server, with the kernel sandbox and without,
+and a model client's first request over TLS), and name every file-system call that
+penguin's code made there, a TLS context's loading of certificates included. Reads of
+``/proc`` are the kernel's own tables, never a disk's, and are left out (``_proctable``).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ from penguin import protocol as om
 from penguin.batch import BatchTask, run_batch
 from penguin.config import McpServerConfig, McpStdioTransport
 from penguin.environment.sandbox import probe
-from penguin.llm import ScriptedLLM, text, tool_call, turn
+from penguin.llm import LLMRequest, OpenAIChatLLM, ScriptedLLM, _transport, text, tool_call, turn
 from penguin.llm import testing as t
 
 from .batch.scripted import TaskScripts, configure_model, exec_reply, prompt
@@ -62,6 +64,12 @@ _FILE_SYSTEM_CALLS = {
     os.chmod,
     io.open,
 }
+_FILE_SYSTEM_METHODS = {  # methods of C types, told apart by name (each call is a new object)
+    "SSLContext.load_verify_locations",  # a CA bundle: a file, or a folder of them
+    "SSLContext.load_cert_chain",
+    "SSLContext.load_dh_params",
+    "SSLContext.set_default_verify_paths",
+}
 _PACKAGE = os.path.dirname(penguin.__file__) + os.sep
 _PROCFS_READER = "environment/supervisor/_proctable.py:"
 
@@ -90,8 +98,13 @@ def loop_file_calls() -> Iterator[list[str]]:
     me = threading.get_ident()
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event != "c_call" or arg not in _FILE_SYSTEM_CALLS:
+        if event != "c_call":
             return
+        if arg not in _FILE_SYSTEM_CALLS:
+            name = getattr(arg, "__qualname__", None)
+            if name not in _FILE_SYSTEM_METHODS:
+                return
+            arg = getattr(type(arg.__self__), name.rpartition(".")[2])  # named by its method
         assert threading.get_ident() == me  # sys.setprofile is this thread's alone
         site = _penguin_site(frame)
         if site is not None and not site.startswith(_PROCFS_READER):
@@ -262,6 +275,30 @@ async def test_design_2_an_mcp_server_makes_no_file_system_call_on_the_loop_thre
             echoed = await mcp_support.call(env, "echo", '{"text": "hello"}')
     assert "mcp__s__echo" in names
     assert echoed.output == "hello"
+    assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the_loop_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An https:// model server: the process's TLS context loads the CA bundle (a file,
+    # or a folder of them) when the first such request is made. Nothing listens here,
+    # so the request fails after the context is made and before any handshake. The
+    # context is made once per process: an earlier test's must not hide this one's.
+    monkeypatch.setattr(_transport, "_TLS", [])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base_url = f"https://127.0.0.1:{port}/v1"
+    request = LLMRequest(system_prompt="Be brief.", messages=(om.user_text("hi"),), tools=())
+    with loop_file_calls() as seen:
+        async with (
+            OpenAIChatLLM(base_url=base_url, model_id="m") as llm,
+            llm.stream(request) as response,
+        ):
+            messages = [message async for message in response]
+    assert messages == []
+    assert response.outcome.error_message == f"cannot connect to {base_url} (Connection refused)"
     assert seen == [], "\n".join(seen)
 
 

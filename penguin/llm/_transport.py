@@ -19,6 +19,8 @@ What this module owns:
   one lease per client, the last lease given back closes it.
 - **One TLS context per process** (:func:`_tls_context`), made the way httpx makes its
   default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured) on first use, not per client.
+  Making it reads the CA bundle from disk (and parses it: ~20 ms of CPU), so the pool's
+  first request makes it in a worker thread: never on the loop's (DESIGN §2).
 
 What it does not own: requests, timeouts, headers and error classification
 (``_openai``); proxies from the environment stay httpx's (its client mounts them).
@@ -27,11 +29,14 @@ What it does not own: requests, timeouts, headers and error classification
 from __future__ import annotations
 
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Final, Generic, Protocol, TypeVar, final
 
 import httpx
 import trio
+
+from penguin._concurrency import run_in_worker
 
 __all__ = ["SHARD_CONNECTIONS", "ClientTransport", "LeasedPool", "RunPoolLease", "shared_transport"]
 
@@ -41,6 +46,7 @@ KEEPALIVE_EXPIRY: Final = 5.0
 """Seconds an idle connection is kept (httpx's default)."""
 
 _TLS: list[ssl.SSLContext] = []
+_TLS_LOCK: Final = threading.Lock()
 
 
 class LeasedPool(Protocol):
@@ -95,10 +101,15 @@ class RunPoolLease(Generic[P]):
 
 
 def _tls_context() -> ssl.SSLContext:
-    """The process's TLS context for model servers (httpx's default one, made once)."""
-    if not _TLS:
-        _TLS.append(httpx.create_ssl_context(trust_env=True))
-    return _TLS[0]
+    """The process's TLS context for model servers (httpx's default one, made once).
+
+    It reads files: call it in a worker thread until it exists (:meth:`_Pool.send`).
+    The lock keeps it to one, whichever threads of the process ask at once.
+    """
+    with _TLS_LOCK:
+        if not _TLS:
+            _TLS.append(httpx.create_ssl_context(trust_env=True))
+        return _TLS[0]
 
 
 @final
@@ -154,6 +165,8 @@ class _Pool:
         return best
 
     async def send(self, request: httpx.Request) -> httpx.Response:
+        if not _TLS:  # a shard's transport needs it; it reads the CA bundle from disk
+            await run_in_worker(_tls_context)
         shard = self.pick()
         shard.active += 1
         try:
