@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import stat
 import sys
 import threading
 from collections.abc import Iterator
@@ -91,6 +92,24 @@ def _penguin_site(frame: FrameType | None) -> str | None:
     return None
 
 
+_FILE_OBJECT_METHODS = {"read", "read1", "readinto", "readline", "readlines", "write", "flush"}
+
+
+def _on_a_file(method: Any) -> bool:
+    """Whether ``method`` is a read or write of an open file object on a regular file.
+
+    A file opened in a worker thread but read or written on the loop's is the same
+    block (pipes, sockets and terminals are not files: they are left out).
+    """
+    owner = getattr(method, "__self__", None)
+    if not isinstance(owner, io.IOBase) or method.__name__ not in _FILE_OBJECT_METHODS:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(owner.fileno()).st_mode)
+    except (OSError, ValueError):  # closed, or no descriptor (an in-memory buffer)
+        return False
+
+
 @contextmanager
 def loop_file_calls() -> Iterator[list[str]]:
     """Every file-system call penguin's code makes on this thread while the block runs."""
@@ -101,8 +120,8 @@ def loop_file_calls() -> Iterator[list[str]]:
         if event != "c_call":
             return
         if arg not in _FILE_SYSTEM_CALLS:
-            name = getattr(arg, "__qualname__", None)
-            if name not in _FILE_SYSTEM_METHODS:
+            name: str = getattr(arg, "__qualname__", "")
+            if name not in _FILE_SYSTEM_METHODS and not _on_a_file(arg):
                 return
             arg = getattr(type(arg.__self__), name.rpartition(".")[2])  # named by its method
         assert threading.get_ident() == me  # sys.setprofile is this thread's alone
@@ -314,3 +333,26 @@ async def test_design_2_the_watch_sees_a_file_system_call_on_the_loop_thread(
         await trio.lowlevel.checkpoint()
     assert seen
     assert all(call.startswith("stat from environment/supervisor/_login.py:") for call in seen)
+
+
+async def test_design_2_the_watch_sees_a_file_read_or_written_on_the_loop_thread(
+    tmp_path: Path,
+) -> None:
+    # A file opened elsewhere (a worker thread, say) but written and read on the loop's
+    # thread is named too; a pipe is not a file and is not. The code runs as penguin's
+    # (its file name is in the package), as a site in penguin would.
+    code = compile(
+        "data.write(b'x'); data.flush(); data.seek(0); data.read(); piped.write(b'y')",
+        _PACKAGE + "somewhere.py",
+        "exec",
+    )
+    read_end, write_end = os.pipe()
+    with (
+        (tmp_path / "data").open("w+b") as data,
+        os.fdopen(write_end, "wb", buffering=0) as piped,
+        os.fdopen(read_end, "rb"),
+        loop_file_calls() as seen,
+    ):
+        exec(code, {"data": data, "piped": piped})
+        await trio.lowlevel.checkpoint()
+    assert seen == [f"{name} from somewhere.py:1:<module>" for name in ("write", "flush", "read")]
