@@ -297,17 +297,24 @@ async def test_design_2_an_mcp_server_makes_no_file_system_call_on_the_loop_thre
     assert seen == [], "\n".join(seen)
 
 
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "through-a-proxy"])
 async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the_loop_thread(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, proxied: bool
 ) -> None:
     # An https:// model server: the process's TLS context loads the CA bundle (a file,
     # or a folder of them) when the first such request is made. Nothing listens here,
     # so the request fails after the context is made and before any handshake. The
     # context is made once per process: an earlier test's must not hide this one's.
+    # Through a proxy (HTTPS_PROXY, nothing listening there either) the client is
+    # httpx's own, which would make a context per proxy if it were not given ours.
     monkeypatch.setattr(_transport, "_TLS", [])
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    if proxied:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
     base_url = f"https://127.0.0.1:{port}/v1"
     request = LLMRequest(system_prompt="Be brief.", messages=(om.user_text("hi"),), tools=())
     with loop_file_calls() as seen:
@@ -318,6 +325,7 @@ async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the
             messages = [message async for message in response]
     assert messages == []
     assert response.outcome.error_message == f"cannot connect to {base_url} (Connection refused)"
+    assert _transport._TLS  # made, and in a worker
     assert seen == [], "\n".join(seen)
 
 

@@ -6,7 +6,8 @@ true`` and ``stream_options.include_usage`` and streams the answer as OmniMessag
 vLLM, SGLang, ollama, llama.cpp, DeepSeek, OpenRouter and the like.
 
 This module is the thin Trio shell: one ``httpx.AsyncClient`` per instance (its
-connections are the Trio run's shared pool, ``_transport``), the request, the reads and
+connections are the Trio run's shared pool, ``_transport``; with a proxy in the
+environment, httpx's own pool, which goes through it), the request, the reads and
 the error classification at the edge. The pieces it drives
 are pure and tested alone: ``_chat_request`` builds the body, ``_sse`` splits the
 bytes into events, ``_chat_stream`` decodes them and ``_assemble`` keeps the
@@ -74,7 +75,7 @@ from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
 from ._lean import LeanLease, lean_origin
 from ._response import PulledResponse
 from ._sse import SSEParser
-from ._transport import shared_transport
+from ._transport import environment_proxies, shared_tls_context, shared_transport
 
 __all__ = ["OpenAIChatLLM"]
 
@@ -154,19 +155,18 @@ class OpenAIChatLLM:
         origin = lean_origin(self._base_url)
         self._lean: LeanLease | None = None
         self._client: httpx.AsyncClient | None = None
+        self._proxied: dict[str, Any] | None = None
+        timeout = httpx.Timeout(
+            connect=connect_timeout, read=read_timeout, write=connect_timeout, pool=connect_timeout
+        )
         if origin is not None:  # plain http, no proxy: h11 on the run's lean pool
             self._lean = LeanLease(origin, list(request_headers.items()))
             self._lean_path = origin.path + "/chat/completions"
+        elif environment_proxies():  # httpx's own pool, which mounts them: made at first use
+            self._proxied = {"headers": request_headers, "timeout": timeout}
         else:
             self._client = httpx.AsyncClient(
-                headers=request_headers,
-                transport=shared_transport(),
-                timeout=httpx.Timeout(
-                    connect=connect_timeout,
-                    read=read_timeout,
-                    write=connect_timeout,
-                    pool=connect_timeout,
-                ),
+                headers=request_headers, transport=shared_transport(), timeout=timeout
             )
         self._issued_ids: set[str] = set()
         self._tools_json = Kept[tuple[om.ToolDefinition, ...], bytes](_encoded_tools, _KEPT_TOOLS)
@@ -380,9 +380,22 @@ class OpenAIChatLLM:
             finally:
                 response.aclose()
         else:
-            assert self._client is not None
-            async with self._client.stream("POST", self._url, content=content) as streamed:
+            client = self._client or await self._proxied_client()
+            async with client.stream("POST", self._url, content=content) as streamed:
                 yield streamed
+
+    async def _proxied_client(self) -> httpx.AsyncClient:
+        """The client of a model reached through the environment's proxies, made once.
+
+        Made at the first request, not with this object: it is given the process's TLS
+        context, which may have to be made (from files) in a worker thread first; httpx
+        would otherwise make one of its own for each proxy, on the caller's thread.
+        """
+        assert self._proxied is not None
+        tls = await shared_tls_context()
+        if self._client is None:  # another request of this client may have made it meanwhile
+            self._client = httpx.AsyncClient(verify=tls, **self._proxied)
+        return self._client
 
 
 class _Response(Protocol):

@@ -23,13 +23,16 @@ What this module owns:
   first request makes it in a worker thread: never on the loop's (DESIGN §2).
 
 What it does not own: requests, timeouts, headers and error classification
-(``_openai``); proxies from the environment stay httpx's (its client mounts them).
+(``_openai``); proxies from the environment (:func:`environment_proxies`): httpx mounts
+them only in a client without a transport of its own, so such a client has its own
+pool, with this process's TLS context.
 """
 
 from __future__ import annotations
 
 import ssl
 import threading
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from typing import Final, Generic, Protocol, TypeVar, final
 
@@ -38,7 +41,15 @@ import trio
 
 from penguin._concurrency import run_in_worker
 
-__all__ = ["SHARD_CONNECTIONS", "ClientTransport", "LeasedPool", "RunPoolLease", "shared_transport"]
+__all__ = [
+    "SHARD_CONNECTIONS",
+    "ClientTransport",
+    "LeasedPool",
+    "RunPoolLease",
+    "environment_proxies",
+    "shared_tls_context",
+    "shared_transport",
+]
 
 SHARD_CONNECTIONS: Final = 8
 """Requests in flight (and idle connections kept) per shard of the pool."""
@@ -112,6 +123,24 @@ def _tls_context() -> ssl.SSLContext:
         return _TLS[0]
 
 
+async def shared_tls_context() -> ssl.SSLContext:
+    """The process's TLS context for model servers, made in a worker thread if need be.
+
+    Making it reads the CA bundle from disk: never on the loop's thread (DESIGN §2).
+    """
+    return _TLS[0] if _TLS else await run_in_worker(_tls_context)
+
+
+def environment_proxies() -> bool:
+    """Whether the environment names a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
+
+    httpx honours them only in a client that has no transport of its own, so a model
+    client then keeps httpx's pool and leaves the run's shared one (``_openai``). Read
+    as httpx reads them (``urllib.request.getproxies``).
+    """
+    return any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies())
+
+
 @final
 class _Shard:
     def __init__(self) -> None:
@@ -165,8 +194,8 @@ class _Pool:
         return best
 
     async def send(self, request: httpx.Request) -> httpx.Response:
-        if not _TLS:  # a shard's transport needs it; it reads the CA bundle from disk
-            await run_in_worker(_tls_context)
+        if not _TLS:  # a shard's transport needs it
+            await shared_tls_context()
         shard = self.pick()
         shard.active += 1
         try:

@@ -286,6 +286,34 @@ async def test_no_response_headers_within_the_read_timeout() -> None:
     assert outcome == LLMOutcome("timeout", "no response within 0.3 s (read timeout)")
 
 
+_PROXY_VARIABLES = [
+    *("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"),
+    *("all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"),
+]
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+async def test_a_proxy_in_the_environment_carries_the_requests(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # The test server stands in for a forward proxy: a request sent through one names
+    # the whole URL (absolute form), and the model's host need not resolve here at all.
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    async with t.serve_openai_compatible(
+        replying(t.sse_reply([t.content_chunk("Via."), t.finish_chunk()]))
+    ) as server:
+        proxy = server.base_url.removesuffix("/v1")
+        monkeypatch.setenv(variable, proxy)
+        async with OpenAIChatLLM(base_url="http://model.invalid/v1", model_id="m") as llm:
+            messages, outcome = await run(llm)
+    assert outcome.status == "completed", outcome
+    assert payloads(messages) == [
+        om.TextPayload(role="assistant", text="Via.", stop_reason="completed")
+    ]
+    assert [r.path for r in server.requests] == ["http://model.invalid/v1/chat/completions"]
+
+
 async def test_18_3_a_refused_connection_says_it_cannot_connect() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
