@@ -29,11 +29,12 @@ import pytest
 import trio
 
 import penguin
+from penguin import _tls
 from penguin import protocol as om
 from penguin.batch import BatchTask, run_batch
 from penguin.config import McpServerConfig, McpStdioTransport
 from penguin.environment.sandbox import probe
-from penguin.llm import LLMRequest, OpenAIChatLLM, ScriptedLLM, _transport, text, tool_call, turn
+from penguin.llm import LLMRequest, OpenAIChatLLM, ScriptedLLM, text, tool_call, turn
 from penguin.llm import testing as t
 
 from .batch.scripted import TaskScripts, configure_model, exec_reply, prompt
@@ -45,7 +46,7 @@ from .environment.processes import (
     kill_command,
     start_in_background,
 )
-from .environment.tools.test_read_image import PNG
+from .environment.tools.test_read_image import PNG, Route, serve_images
 from .test_subagents_e2e import Routed, child_prompt
 
 _FILE_SYSTEM_CALLS = {
@@ -248,14 +249,20 @@ def sandbox(request: pytest.FixtureRequest) -> penguin.SandboxPolicy | None:
 
 
 async def test_design_2_every_builtin_tool_makes_no_file_system_call_on_the_loop_thread(
-    sandbox: penguin.SandboxPolicy | None, workspace: Path
+    sandbox: penguin.SandboxPolicy | None, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each built-in tool of an Environment, and the command tools' whole life: a command
-    # in a terminal, one kept in the background, written to, polled and killed.
+    # in a terminal, one kept in the background, written to, polled and killed. An
+    # image by URL too: its download's TLS context is the process's (made afresh here).
+    monkeypatch.setattr(_tls, "_TLS", [])
     (workspace / "a.png").write_bytes(PNG)
     config = penguin.EnvironmentConfig(workspace_dir=workspace, sandbox=sandbox)
     with loop_file_calls() as seen:
-        async with penguin.Environment.open(config) as env:
+        async with (
+            serve_images({"/b.png": Route(body=PNG)}) as images,
+            penguin.Environment.open(config) as env,
+        ):
+            downloaded = await call(env, "read_image", {"source": images.url("/b.png")})
             written = await call(env, "write_file", {"file_path": "f.txt", "content": "one\n"})
             edited = await call(
                 env, "edit_file", {"file_path": "f.txt", "old_string": "one", "new_string": "two"}
@@ -266,7 +273,8 @@ async def test_design_2_every_builtin_tool_makes_no_file_system_call_on_the_loop
             process_id = await start_in_background(env, 'read a; echo "got $a"; sleep 60')
             answered = await input_command(env, process_id, "x\n", yield_time_ms=2000)
             killed = await kill_command(env, process_id)
-    assert [o.stop_reason for o in (written, edited, read, image, in_terminal)] == ["completed"] * 5
+    outputs = (written, edited, read, image, downloaded, in_terminal)
+    assert [o.stop_reason for o in outputs] == ["completed"] * 6
     assert (workspace / "f.txt").read_text() == "two\n"
     assert "two" in read.output
     assert in_terminal.output.rstrip().endswith("t")
@@ -307,7 +315,7 @@ async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the
     # context is made once per process: an earlier test's must not hide this one's.
     # Through a proxy (HTTPS_PROXY, nothing listening there either) the client is
     # httpx's own, which would make a context per proxy if it were not given ours.
-    monkeypatch.setattr(_transport, "_TLS", [])
+    monkeypatch.setattr(_tls, "_TLS", [])
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     with socket.socket() as probe:
@@ -325,7 +333,7 @@ async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the
             messages = [message async for message in response]
     assert messages == []
     assert response.outcome.error_message == f"cannot connect to {base_url} (Connection refused)"
-    assert _transport._TLS  # made, and in a worker
+    assert _tls._TLS  # made, and in a worker
     assert seen == [], "\n".join(seen)
 
 

@@ -61,6 +61,7 @@ import trio
 from penguin import protocol as om
 from penguin._ids import token_hex
 from penguin._kept import Kept
+from penguin._tls import shared_tls_context
 
 from ._assemble import StreamAssembler
 from ._chat_request import REASONING_EFFORTS, chat_completions_body
@@ -75,7 +76,7 @@ from ._interface import LLMOutcome, LLMRequest, LLMResponse, ModelRef
 from ._lean import LeanLease, lean_origin
 from ._response import PulledResponse
 from ._sse import SSEParser
-from ._transport import environment_proxies, shared_tls_context, shared_transport
+from ._transport import environment_proxies, shared_transport
 
 __all__ = ["OpenAIChatLLM"]
 

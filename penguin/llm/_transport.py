@@ -17,10 +17,9 @@ What this module owns:
 - **The lease of a per-run pool** (:class:`RunPoolLease`), the counting both this pool
   and the lean exchange's (``_lean``) use: get-or-open the run's pool at first use,
   one lease per client, the last lease given back closes it.
-- **One TLS context per process** (:func:`_tls_context`), made the way httpx makes its
-  default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured) on first use, not per client.
-  Making it reads the CA bundle from disk (and parses it: ~20 ms of CPU), so the pool's
-  first request makes it in a worker thread: never on the loop's (DESIGN §2).
+- **One TLS context per process** (``penguin._tls``), made the way httpx makes its
+  default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), not per client: the pool's
+  first request makes it in a worker thread, never on the loop's (DESIGN §2).
 
 What it does not own: requests, timeouts, headers and error classification
 (``_openai``); proxies from the environment (:func:`environment_proxies`): httpx mounts
@@ -30,8 +29,6 @@ pool, with this process's TLS context.
 
 from __future__ import annotations
 
-import ssl
-import threading
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from typing import Final, Generic, Protocol, TypeVar, final
@@ -39,7 +36,7 @@ from typing import Final, Generic, Protocol, TypeVar, final
 import httpx
 import trio
 
-from penguin._concurrency import run_in_worker
+from penguin._tls import shared_tls_context, tls_context
 
 __all__ = [
     "SHARD_CONNECTIONS",
@@ -47,7 +44,6 @@ __all__ = [
     "LeasedPool",
     "RunPoolLease",
     "environment_proxies",
-    "shared_tls_context",
     "shared_transport",
 ]
 
@@ -55,9 +51,6 @@ SHARD_CONNECTIONS: Final = 8
 """Requests in flight (and idle connections kept) per shard of the pool."""
 KEEPALIVE_EXPIRY: Final = 5.0
 """Seconds an idle connection is kept (httpx's default)."""
-
-_TLS: list[ssl.SSLContext] = []
-_TLS_LOCK: Final = threading.Lock()
 
 
 class LeasedPool(Protocol):
@@ -111,26 +104,6 @@ class RunPoolLease(Generic[P]):
         return pool if pool.leases == 0 else None
 
 
-def _tls_context() -> ssl.SSLContext:
-    """The process's TLS context for model servers (httpx's default one, made once).
-
-    It reads files: call it in a worker thread until it exists (:meth:`_Pool.send`).
-    The lock keeps it to one, whichever threads of the process ask at once.
-    """
-    with _TLS_LOCK:
-        if not _TLS:
-            _TLS.append(httpx.create_ssl_context(trust_env=True))
-        return _TLS[0]
-
-
-async def shared_tls_context() -> ssl.SSLContext:
-    """The process's TLS context for model servers, made in a worker thread if need be.
-
-    Making it reads the CA bundle from disk: never on the loop's thread (DESIGN §2).
-    """
-    return _TLS[0] if _TLS else await run_in_worker(_tls_context)
-
-
 def environment_proxies() -> bool:
     """Whether the environment names a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
 
@@ -145,7 +118,7 @@ def environment_proxies() -> bool:
 class _Shard:
     def __init__(self) -> None:
         self.transport = httpx.AsyncHTTPTransport(
-            verify=_tls_context(),
+            verify=tls_context(),  # made already: see _Pool.send
             limits=httpx.Limits(
                 max_connections=None,
                 max_keepalive_connections=SHARD_CONNECTIONS,
@@ -194,8 +167,7 @@ class _Pool:
         return best
 
     async def send(self, request: httpx.Request) -> httpx.Response:
-        if not _TLS:  # a shard's transport needs it
-            await shared_tls_context()
+        await shared_tls_context()  # a new shard's transport needs it
         shard = self.pick()
         shard.active += 1
         try:

@@ -70,6 +70,7 @@ import attrs
 import trio
 
 from penguin._errors import PenguinError
+from penguin._tls import shared_tls_context
 from penguin.config import ImageSettings
 
 from ._args import fail
@@ -537,7 +538,9 @@ async def download_image(source: str, *, limit: int = IMAGE_SIZE_LIMIT) -> tuple
     timeout = httpx.Timeout(_HTTP_TIMEOUT_S, connect=_HTTP_CONNECT_TIMEOUT_S)
     try:
         async with (
-            httpx.AsyncClient(follow_redirects=True, timeout=timeout) as client,
+            httpx.AsyncClient(
+                follow_redirects=True, timeout=timeout, verify=await shared_tls_context()
+            ) as client,
             client.stream("GET", source, headers={"Accept": "image/*"}) as response,
         ):
             if not response.is_success:
