@@ -6,9 +6,10 @@ of the process, not only the one that asked. These tests watch the loop's own th
 with ``sys.setprofile`` (it sees every call of a builtin, made by whatever code) while
 real sessions open, run a command and a file tool, resume and close (and a subagent, a
 batch, every built-in tool and a stdio MCP server, with the kernel sandbox and without,
-and a model client's first request over TLS), and name every file-system call that
-penguin's code made there, a TLS context's loading of certificates included. Reads of
-``/proc`` are the kernel's own tables, never a disk's, and are left out (``_proctable``).
+remote MCP servers, and a model client's first request over TLS), and name every
+file-system call that penguin's code made there, a TLS context's loading of
+certificates included. Reads of ``/proc`` are the kernel's own tables, never a disk's,
+and are left out (``_proctable``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -302,6 +303,24 @@ async def test_design_2_an_mcp_server_makes_no_file_system_call_on_the_loop_thre
             echoed = await mcp_support.call(env, "echo", '{"text": "hello"}')
     assert "mcp__s__echo" in names
     assert echoed.output == "hello"
+    assert seen == [], "\n".join(seen)
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_design_2_a_remote_mcp_server_makes_no_file_system_call_on_the_loop_thread(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: Literal["http", "sse"]
+) -> None:
+    # A remote MCP server (Streamable HTTP or SSE): its HTTP client takes the process's
+    # TLS context (made afresh here), whatever the URL's scheme, as httpx would make one.
+    monkeypatch.setattr(_tls, "_TLS", [])
+    with mcp_support.http_server(tmp_path, kind) as server:
+        entry = mcp_support.remote_server("r", server.url, kind)
+        with loop_file_calls() as seen:
+            async with penguin.Environment.open(
+                mcp_support.environment_config(workspace, entry)
+            ) as env:
+                echoed = await mcp_support.call(env, "echo", '{"text": "hi"}', server="r")
+    assert echoed.output == "hi"
     assert seen == [], "\n".join(seen)
 
 

@@ -46,6 +46,7 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
+from penguin._concurrency import run_in_worker
 from penguin._log import quiet_library
 from penguin._version import __version__
 from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTransport
@@ -206,14 +207,30 @@ class McpConnection:
             return read, write
         assert isinstance(transport, McpRemoteTransport)
         headers = dict(transport.headers)
+        # httpx2's own default TLS context (the system's trust store, SSL_CERT_FILE or
+        # SSL_CERT_DIR), which a client would otherwise make where it is built, on the
+        # loop's thread: it reads the CA files (DESIGN §2).
+        tls = await run_in_worker(httpx2.create_ssl_context)
         if transport.kind == "sse":
+
+            def client_with_tls(
+                headers: dict[str, str] | None = None,
+                timeout: httpx2.Timeout | None = None,
+                auth: httpx2.Auth | None = None,
+            ) -> httpx2.AsyncClient:  # the SDK's factory's client, given the context
+                return httpx2.AsyncClient(
+                    headers=headers, timeout=timeout or _HTTP_TIMEOUT, auth=auth, verify=tls
+                )
+
             return await stack.enter_async_context(
-                sse_client(transport.url, headers=headers or None)
+                sse_client(
+                    transport.url, headers=headers or None, httpx_client_factory=client_with_tls
+                )
             )
         # httpx2 is the client the SDK's transports take (it comes with the SDK); built
         # here, not with the SDK's private factory, with the same limits.
         client = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=headers or None, timeout=_HTTP_TIMEOUT)
+            httpx2.AsyncClient(headers=headers or None, timeout=_HTTP_TIMEOUT, verify=tls)
         )
         streams = await stack.enter_async_context(
             streamable_http_client(transport.url, http_client=client, max_sse_event_size=MAX_LINE)
