@@ -35,7 +35,6 @@ closes the idle connections), like the shared httpx pool.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import select
 import time
@@ -48,7 +47,7 @@ import h11
 import httpx
 import trio
 
-from ._transport import RunPoolLease
+from ._transport import RunPoolLease, environment_proxies
 
 __all__ = ["LeanLease", "LeanOrigin", "LeanResponse", "lean_origin"]
 
@@ -57,7 +56,6 @@ KEEPALIVE_EXPIRY: Final = 5.0
 MAX_IDLE: Final = 1024
 """Idle connections kept per origin at most (those in flight are not counted)."""
 _READ_SIZE: Final = 65536
-_PROXY_VARIABLES: Final = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
 _USER_AGENT: Final = f"python-httpx/{httpx.__version__}"
 
 
@@ -79,7 +77,7 @@ class LeanOrigin:
 
 def lean_origin(base_url: str) -> LeanOrigin | None:
     """The origin of ``base_url`` when it takes the lean exchange, else None."""
-    if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+    if environment_proxies(("http", "all")):
         return None
     try:
         parts = urlsplit(base_url)

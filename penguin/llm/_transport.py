@@ -104,14 +104,15 @@ class RunPoolLease(Generic[P]):
         return pool if pool.leases == 0 else None
 
 
-def environment_proxies() -> bool:
-    """Whether the environment names a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``).
+def environment_proxies(schemes: tuple[str, ...] = ("http", "https", "all")) -> bool:
+    """Whether the environment names a proxy for one of ``schemes`` (``HTTPS_PROXY``…).
 
     httpx honours them only in a client that has no transport of its own, so a model
-    client then keeps httpx's pool and leaves the run's shared one (``_openai``). Read
-    as httpx reads them (``urllib.request.getproxies``).
+    client then keeps httpx's pool and leaves the run's shared one (``_openai``); a
+    plain ``http://`` server leaves the lean exchange when ``http`` or ``all`` has one
+    (``_lean``). Read as httpx reads them (``urllib.request.getproxies``).
     """
-    return any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies())
+    return any(scheme in schemes for scheme in urllib.request.getproxies())
 
 
 @final
