@@ -161,10 +161,8 @@ def _script() -> ScriptedLLM:
 
 
 async def test_design_2_sessions_make_no_file_system_call_on_the_loop_thread(
-    tmp_path: Path,
+    tmp_path: Path, workspace: Path
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     agent = penguin.Agent.open(tmp_path / "root")
     with loop_file_calls() as seen:
         # The first session resolves the shared login environment, the second finds it
@@ -185,12 +183,10 @@ async def test_design_2_sessions_make_no_file_system_call_on_the_loop_thread(
 
 
 async def test_design_2_a_subagent_makes_no_file_system_call_on_the_loop_thread(
-    tmp_path: Path,
+    tmp_path: Path, workspace: Path
 ) -> None:
     # A child session opens (its agent's files, its Environment), runs a command and a
     # file tool, and closes, all inside the parent's run.
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     task, child = "Delegate it.", child_prompt("Write c.")
     llm = Routed(
         {
