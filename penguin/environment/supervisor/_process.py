@@ -7,9 +7,12 @@ What this module owns:
   mode, a pseudo-terminal that becomes the group's controlling terminal. The pipe is
   enlarged to :data:`PIPE_SIZE`, so a flood costs fewer wake-ups. Where the kernel has
   pidfds, a pipe-mode command is started on the loop's own thread (:class:`_Child`):
-  CPython starts it with ``vfork`` while holding the GIL, so the loop waits for the
-  ``exec`` wherever ``Popen`` runs, and a worker thread only added two GIL hand-overs
-  and a wake-up of the loop (1.5 ms of latency and 0.4 ms of CPU per command here).
+  ``Popen`` is a few hundred microseconds of work, and a worker thread added two GIL
+  hand-overs and a wake-up of the loop (1.5 ms of latency and 0.4 ms of CPU per
+  command here). ``vfork`` suspends the loop until the child's ``exec``, and the
+  child's ``chdir`` comes first, so this is done only in a directory on a local file
+  system (``_mounts``); one elsewhere (NFS, a FUSE mount) is started in a worker,
+  where a server that stops answering holds up that one command, not the loop.
 - **Signalling a group** (:func:`signal_group`), the one place a ``killpg`` is sent, and
   waiting for a leader's exit without reaping it (:func:`wait_exited`).
 - **Ending** a process tree so that nothing survives (:func:`end_process_tree`).
@@ -91,6 +94,9 @@ from typing import Any, Final, Protocol, final
 import attrs
 import trio
 
+from penguin._concurrency import run_in_worker
+
+from ._mounts import on_local_disk
 from ._proctable import (
     OWNER_VARIABLE,
     PidMark,
@@ -276,8 +282,12 @@ async def spawn_process(
     read_end, write_end = _output_pipe()
     try:
         if _HAS_PIDFD:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            root, stdin = _Child.start(argv, write_end, options)
+            if await on_local_disk(cwd):
+                await trio.lowlevel.checkpoint_if_cancelled()
+                root, writer = _Child.start(argv, write_end, options)
+            else:  # the child's chdir may wait on another machine: not on the loop's thread
+                root, writer = await run_in_worker(_Child.start, argv, write_end, options)
+            stdin = trio.lowlevel.FdStream(writer)
         else:
             started = await trio.lowlevel.open_process(
                 list(argv), stdin=subprocess.PIPE, stdout=write_end, stderr=write_end, **options
@@ -323,11 +333,12 @@ class _Child:
     @classmethod
     def start(
         cls, argv: Sequence[str], output: int, options: Mapping[str, Any]
-    ) -> tuple[_Child, trio.lowlevel.FdStream]:
+    ) -> tuple[_Child, int]:
         """Start ``argv`` (``Popen`` ``options``) writing to ``output``; it and its stdin's writer.
 
-        Blocks the loop for ``Popen`` itself: ``vfork`` returns once the child has
-        called ``exec``. Raises ``OSError`` as ``Popen`` does.
+        Blocks the calling thread for ``Popen`` itself: ``vfork`` returns once the child
+        has changed into its directory and called ``exec``. Raises ``OSError`` as
+        ``Popen`` does. Any thread may call it: it touches nothing of Trio's.
         """
         child_stdin, stdin = os.pipe()
         try:
@@ -339,7 +350,7 @@ class _Child:
             raise
         finally:
             os.close(child_stdin)
-        return cls(popen), trio.lowlevel.FdStream(stdin)
+        return cls(popen), stdin
 
     def exit_watch(self) -> ExitWatch:
         """A pidfd of it, and its ``Popen.poll``; raises ``OSError`` when none can be opened."""

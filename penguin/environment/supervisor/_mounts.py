@@ -1,0 +1,152 @@
+"""Which working directories a command may be started in from the loop's own thread.
+
+What this module owns: the answer to "is this directory on a local file system?",
+taken from the kernel's table of mounts (``/proc/self/mountinfo``), which is read in a
+worker thread and kept for :data:`TABLE_LIFETIME` seconds.
+
+Why it is asked: a pipe-mode command is started on the loop's thread
+(``_process.spawn_process``), which saves each command a thread hop. ``vfork``
+suspends the calling thread until the child has called ``exec``, and the child
+changes into its working directory before that. On a local disk that takes
+microseconds. On a network file system (NFS, SMB, Ceph, Lustre, a FUSE mount such as
+sshfs) whose server has stopped answering, that ``chdir`` hangs, and with it every
+session the loop serves, and a server's every answer. So only a directory known to be
+on a local file system (:data:`LOCAL_TYPES`) is started in from the loop. Any other
+directory, and any directory while the table cannot be read, is started in from a
+worker thread: the start costs a hop, and a hung server holds up that one command.
+
+How a directory is placed: by its path, against the mount points, without a system
+call. The longest mount point that is a prefix of the normalised path gives the file
+system. A symbolic link under a local mount point that leads onto a network file
+system is not followed; the workspace itself is resolved when an Environment opens, so
+only a ``workdir`` through such a link is misplaced. A mount made after the table was
+read is seen once the table is read again, within :data:`TABLE_LIFETIME` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Final, final
+
+import attrs
+
+from penguin._concurrency import run_in_worker
+
+__all__ = ["LOCAL_TYPES", "TABLE_LIFETIME", "MountTable", "on_local_disk", "read_mount_table"]
+
+LOCAL_TYPES: Final = frozenset(
+    {
+        "bcachefs",
+        "btrfs",
+        "devtmpfs",
+        "erofs",
+        "exfat",
+        "ext2",
+        "ext3",
+        "ext4",
+        "f2fs",
+        "hfsplus",
+        "iso9660",
+        "jfs",
+        "msdos",
+        "nilfs2",
+        "ntfs3",
+        "overlay",
+        "ramfs",
+        "reiserfs",
+        "squashfs",
+        "tmpfs",
+        "udf",
+        "vfat",
+        "xfs",
+        "zfs",
+    }
+)
+"""File systems served by this machine's own kernel from memory or a local block device:
+a ``chdir`` into them does not wait on another machine or on a user-space daemon.
+Everything else counts as remote: ``nfs``, ``nfs4``, ``cifs``, ``smb3``, ``ceph``,
+``lustre``, ``gpfs``, ``9p``, ``virtiofs``, every ``fuse.*`` and ``fuseblk``, and
+``autofs`` (a mount point that mounts on first use)."""
+
+TABLE_LIFETIME: Final = 60.0
+"""Seconds a read of the mount table is used before the next start reads it again."""
+
+_MOUNTINFO: Final = "/proc/self/mountinfo"
+_ESCAPE: Final = re.compile(r"\\([0-7]{3})")
+_PLACES_KEPT: Final = 256
+
+
+@final
+@attrs.frozen
+class MountTable:
+    """The file system type of each mount point, as the kernel listed them."""
+
+    types: dict[str, str]
+    """Mount point (absolute, unescaped) → file system type; the last mount at a path."""
+    read_at: float = 0.0
+    """``time.monotonic()`` when it was read."""
+    _places: dict[str, bool] = attrs.field(factory=dict, init=False, repr=False)
+
+    @classmethod
+    def parse(cls, text: str, read_at: float = 0.0) -> MountTable:
+        """The table of ``mountinfo``'s ``text`` (see proc(5)); malformed lines are skipped."""
+        types: dict[str, str] = {}
+        for line in text.splitlines():
+            fields = line.split(" ")
+            try:
+                # id parent major:minor root MOUNT_POINT options [optional...] - TYPE ...
+                kind = fields[fields.index("-", 6) + 1]
+            except (ValueError, IndexError):
+                continue
+            types[_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])] = kind
+        return cls(types, read_at)
+
+    def file_system(self, directory: str) -> str | None:
+        """The type of the file system ``directory`` is on, by its path; ``None`` if unknown."""
+        if not directory.startswith("/"):
+            return None
+        place = os.path.normpath(directory)
+        while True:
+            kind = self.types.get(place)
+            if kind is not None or place == "/":
+                return kind
+            place = os.path.dirname(place)
+
+    def is_local(self, directory: str) -> bool:
+        """Whether ``directory`` is on a file system of :data:`LOCAL_TYPES`."""
+        known = self._places.get(directory)
+        if known is None:
+            known = self.file_system(directory) in LOCAL_TYPES
+            if len(self._places) >= _PLACES_KEPT:
+                self._places.clear()
+            self._places[directory] = known
+        return known
+
+
+def read_mount_table() -> MountTable:
+    """The mount table of the process (blocking); an empty one when it cannot be read."""
+    now = time.monotonic()
+    try:
+        with open(_MOUNTINFO, encoding="utf-8", errors="surrogateescape") as file:
+            return MountTable.parse(file.read(), now)
+    except OSError:
+        return MountTable({}, now)
+
+
+_table: MountTable | None = None
+
+
+async def on_local_disk(directory: Path) -> bool:
+    """Whether a child may change into ``directory`` on the loop's thread (see the module).
+
+    Reads the mount table in a worker when it is older than :data:`TABLE_LIFETIME` (or
+    was never read); otherwise answers at once, without a checkpoint.
+    """
+    global _table
+    table = _table
+    if table is None or time.monotonic() - table.read_at > TABLE_LIFETIME:
+        table = _table = await run_in_worker(read_mount_table)
+    return table.is_local(os.fspath(directory))

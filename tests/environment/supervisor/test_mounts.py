@@ -1,0 +1,265 @@
+"""DESIGN §2: a command whose directory is not on a local disk is not started on the loop.
+
+``vfork`` suspends the thread that starts a command until the child has called
+``exec``, and the child's ``chdir`` into its directory comes first: into a directory on
+a network file system whose server stopped answering, that would hang the loop and
+every session on it. These tests read the kernel's real mount table, start real
+commands, and watch the loop's own thread for ``Popen``'s start of a child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import struct
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import attrs
+import psutil
+import pytest
+import trio
+
+import penguin
+from penguin.environment.supervisor import _mounts
+from penguin.environment.supervisor._mounts import (
+    TABLE_LIFETIME,
+    MountTable,
+    on_local_disk,
+    read_mount_table,
+)
+from penguin.environment.supervisor._process import spawn_process
+
+from ..processes import exec_command, wait_until
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds: all in workers")
+
+_MOUNTINFO = """\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+30 27 0:27 / /home rw,relatime shared:5 - autofs systemd-1 rw,fd=40
+31 30 0:50 / /home/ada rw,relatime shared:9 master:5 - nfs4 srv:/export/ada rw
+32 27 0:51 / /srv/my\\040data rw - xfs /dev/vdb rw
+33 27 0:52 / /mnt/box rw,nosuid - fuse.sshfs ada@box: rw
+34 27 0:53 / /mnt/box rw - tmpfs tmpfs rw
+this line is not a mount
+35 27 0:54 / /scratch rw -
+"""
+
+
+def test_design_2_the_mount_table_is_read_as_the_kernel_writes_it() -> None:
+    table = MountTable.parse(_MOUNTINFO)
+    assert table.types == {
+        "/proc": "proc",
+        "/": "ext4",
+        "/home": "autofs",
+        "/home/ada": "nfs4",
+        "/srv/my data": "xfs",  # the kernel's octal escape of a space
+        "/mnt/box": "tmpfs",  # mounted over the sshfs one: the last mount at a path
+    }
+
+
+@pytest.mark.parametrize(
+    ("directory", "kind", "local"),
+    [
+        ("/", "ext4", True),
+        ("/work/project", "ext4", True),
+        ("/home", "autofs", False),
+        ("/home/ada/project/src", "nfs4", False),
+        ("/home/adam", "autofs", False),  # a prefix by components, not by characters
+        ("/homework", "ext4", True),
+        ("/home/ada/../bob", "autofs", False),  # placed as the path normalises
+        ("/srv/my data/x", "xfs", True),
+        ("/mnt/box/", "tmpfs", True),
+        ("/proc/self", "proc", False),
+        ("relative/path", None, False),  # never given, but never placed on a local disk
+    ],
+)
+def test_design_2_a_directory_is_placed_by_its_longest_mount_point(
+    directory: str, kind: str | None, local: bool
+) -> None:
+    table = MountTable.parse(_MOUNTINFO)
+    assert table.file_system(directory) == kind
+    assert table.is_local(directory) is local
+    assert table.is_local(directory) is local  # the kept answer is the same
+
+
+def test_design_2_an_unreadable_table_places_nothing_on_a_local_disk() -> None:
+    assert not MountTable({}).is_local("/tmp")
+    assert read_mount_table().file_system("/proc/self") == "proc"  # this machine's own
+
+
+@contextmanager
+def children_started_on_this_thread() -> Iterator[list[str]]:
+    """The directory of every child ``Popen`` starts on this thread while the block runs."""
+    seen: list[str] = []
+    me = threading.get_ident()
+    target = sys.modules["subprocess"].Popen._execute_child.__code__
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is target:
+            assert threading.get_ident() == me
+            seen.append(os.fspath(frame.f_locals["cwd"]))
+
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.fixture
+def table() -> Iterator[None]:
+    """Each test starts without a table read, and leaves none behind."""
+    _mounts._table = None
+    yield
+    _mounts._table = None
+
+
+async def _pwd(cwd: Path) -> str:
+    spawned = await spawn_process(["pwd", "-P"], cwd=cwd, env=dict(os.environ), tty=False)
+    try:
+        output = b""
+        while chunk := await spawned.output.receive_some():
+            output += chunk
+        assert await spawned.process.wait() == 0
+    finally:
+        await spawned.output.aclose()
+        await spawned.stdin.aclose()
+    return output.decode().strip()
+
+
+async def test_design_2_a_command_on_a_local_disk_starts_on_the_loop_thread(
+    tmp_path: Path, table: None
+) -> None:
+    assert await on_local_disk(tmp_path)  # this machine's tmp: ext4, xfs, tmpfs or overlay
+    with children_started_on_this_thread() as seen:
+        assert await _pwd(tmp_path) == str(tmp_path)  # pytest gives it resolved
+    assert seen == [os.fspath(tmp_path)]
+
+
+async def test_design_2_a_command_elsewhere_starts_in_a_worker_thread(
+    tmp_path: Path, table: None
+) -> None:
+    # /proc is not a disk of any kind: it stands for a network file system here
+    assert not await on_local_disk(Path("/proc"))
+    with children_started_on_this_thread() as seen:
+        assert await _pwd(Path("/proc")) == "/proc"
+    assert seen == []
+
+
+async def test_design_2_a_workspace_on_a_network_file_system_starts_in_a_worker_thread(
+    tmp_path: Path, table: None
+) -> None:
+    # The table as a machine whose every directory is on NFS would read it.
+    _mounts._table = MountTable({"/": "nfs4"}, time.monotonic())
+    with children_started_on_this_thread() as seen:
+        assert await _pwd(tmp_path) == str(tmp_path)  # pytest gives it resolved
+        with pytest.raises(FileNotFoundError) as raised:  # as Popen raises it on the loop
+            await _pwd(tmp_path / "gone")
+    assert seen == []
+    assert raised.value.filename == tmp_path / "gone"
+
+
+async def test_design_2_the_mount_table_is_read_again_once_it_is_old(
+    tmp_path: Path, table: None
+) -> None:
+    _mounts._table = MountTable({"/": "nfs4"}, time.monotonic())
+    assert not await on_local_disk(tmp_path)  # kept: not read again
+    _mounts._table = MountTable({"/": "nfs4"}, time.monotonic() - TABLE_LIFETIME - 1)
+    assert await on_local_disk(tmp_path)  # read again, from the kernel
+    assert _mounts._table is not None
+    assert _mounts._table.read_at > time.monotonic() - 5
+
+
+@attrs.define
+class StoppedServer:
+    """A FUSE mount whose server does not answer: every look into it waits, as on a hung NFS.
+
+    The kernel holds every request until the server answers its first (``INIT``).
+    :meth:`answer` refuses that one: every waiting request, and every later one, then
+    fails with ``ECONNREFUSED``. A guard thread answers after ``give_up`` seconds, so a
+    test whose loop is stuck behind the mount ends (and fails) instead of hanging.
+    """
+
+    device: int
+    give_up: float
+    given_up: bool = False
+    _answered: bool = False
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def answer(self, *, by_guard: bool = False) -> None:
+        with self._lock:
+            if self._answered:
+                return
+            self._answered, self.given_up = True, by_guard
+            request = os.read(self.device, 1 << 18)  # INIT, queued at mount time
+            unique = struct.unpack_from("<IIQ", request)[2]
+            os.write(self.device, struct.pack("<IiQ", 16, -errno.EIO, unique))
+
+    @staticmethod
+    def waiting() -> bool:
+        """Whether a child of this process is in uninterruptible sleep (on the mount)."""
+        return any(
+            child.status() == psutil.STATUS_DISK_SLEEP
+            for child in psutil.Process().children()
+            if child.is_running()
+        )
+
+
+@contextmanager
+def stopped_server(mount_point: Path, *, give_up: float = 10.0) -> Iterator[StoppedServer]:
+    """A :class:`StoppedServer` mounted at ``mount_point``; skips where none can be mounted."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    device = os.open("/dev/fuse", os.O_RDWR)
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"fd={device},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
+    if (
+        libc.mount(
+            b"penguin-test", os.fsencode(mount_point), b"fuse.penguin-test", 0, options.encode()
+        )
+        != 0
+    ):
+        os.close(device)
+        pytest.skip(f"cannot mount a FUSE file system: {os.strerror(ctypes.get_errno())}")
+    server = StoppedServer(device, give_up)
+    guard = threading.Timer(give_up, server.answer, kwargs={"by_guard": True})
+    guard.start()
+    try:
+        yield server
+    finally:
+        guard.cancel()
+        server.answer()
+        libc.umount2(os.fsencode(mount_point), 2)  # MNT_DETACH
+        os.close(device)
+
+
+async def test_design_2_a_directory_whose_server_stopped_answering_holds_up_only_its_command(
+    env: penguin.Environment, tmp_path: Path, table: None
+) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    outputs: dict[str, str] = {}
+
+    async def run_there() -> None:
+        outputs["there"] = (await exec_command(env, "pwd", workdir=str(remote))).output
+
+    with stopped_server(remote) as server:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_there)
+            await wait_until(server.waiting)  # its child waits in chdir, on the mount
+            outputs["here"] = (await exec_command(env, "echo here")).output
+            assert "there" not in outputs
+            server.answer()  # from the loop, which went on: the server refuses at last
+    assert not server.given_up
+    assert "here" in outputs["here"]
+    assert "Connection refused" in outputs["there"]
+    assert str(remote) in outputs["there"]
