@@ -46,8 +46,10 @@ from .environment.processes import (
     input_command,
     kill_command,
     start_in_background,
+    wait_until,
 )
 from .environment.tools.test_read_image import PNG, Route, serve_images
+from .stopped_server import stopped_server
 from .test_subagents_e2e import Routed, child_prompt
 
 _FILE_SYSTEM_CALLS = {
@@ -180,6 +182,35 @@ async def test_design_2_sessions_make_no_file_system_call_on_the_loop_thread(
     assert (workspace / "a.txt").read_text() == "x\n"
     assert agent._login.probes == 1
     assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_a_session_whose_workspace_stopped_answering_holds_up_only_itself(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # Not a watch: a real file server that does not answer (a FUSE mount), and a real
+    # session on another workspace that runs a round while one opens there.
+    agent = penguin.Agent.open(tmp_path / "root")
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    failures: list[Exception] = []
+
+    async def open_there() -> None:
+        with pytest.raises(penguin.WorkspaceError) as raised:
+            async with agent.session(remote, llm=ScriptedLLM([turn(text("Unseen."))])):
+                pass  # pragma: no cover
+        failures.append(raised.value)
+
+    with stopped_server(remote) as server:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(open_there)
+            await wait_until(server.waiting)  # its opening waits on the server
+            async with agent.session(workspace, llm=_script()) as session:
+                assert await _one_round(session, "go") == "completed"
+            assert not failures
+            server.answer()  # from the loop, which went on: the server refuses at last
+    assert not server.given_up
+    assert (workspace / "out.txt").read_text() == "hi\n"
+    assert str(failures[0]) == f"workspace {str(remote)!r} cannot be read: Connection refused"
 
 
 async def test_design_2_a_subagent_makes_no_file_system_call_on_the_loop_thread(

@@ -196,11 +196,18 @@ def _look_around(workspace: Path, login: SharedLogin | None) -> _Looked:
 
     A workspace, a ``PATH`` or a ``HOME`` on a network file system can hang a ``stat``;
     in a worker that holds up the Environment opening, not every session of the loop.
-    Raises :class:`WorkspaceError` when the workspace is not an existing directory.
+    Raises :class:`WorkspaceError` when the workspace is not an existing directory, or
+    cannot be looked at (no permission, a network file system's server that refuses).
     """
-    if not workspace.is_dir():
-        what = "does not exist" if not workspace.exists() else "is not a directory"
-        raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
+    try:
+        if not workspace.is_dir():
+            what = "does not exist" if not workspace.exists() else "is not a directory"
+            raise WorkspaceError(f"workspace {str(workspace)!r} {what}", path=workspace)
+    except OSError as exc:  # what is_dir does not answer False to
+        why = exc.strerror or str(exc)
+        raise WorkspaceError(
+            f"workspace {str(workspace)!r} cannot be read: {why}", path=workspace
+        ) from exc
     return _Looked(
         workspace=Path(realpath(os.fspath(workspace))),
         shell=resolve_shell(os.environ),

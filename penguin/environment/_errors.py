@@ -3,8 +3,8 @@
 ::
 
     PenguinError                         the root of every penguin exception (penguin._errors)
-     ├── WorkspaceError                  (also ValueError) the workspace is missing or not a
-     │                                   directory
+     ├── WorkspaceError                  (also ValueError) the workspace is missing, not a
+     │                                   directory, or cannot be read
      ├── EnvironmentClosedError          (also RuntimeError) a call was started after the
      │                                   Environment closed
      ├── SubagentSpawnError              a subagent did not start: a runner could not open a
@@ -53,7 +53,7 @@ __all__ = [
 
 @final
 class WorkspaceError(PenguinError, ValueError):
-    """The workspace directory does not exist or is not a directory."""
+    """The workspace directory does not exist, is not a directory, or cannot be read."""
 
     def __init__(self, message: str, *, path: Path) -> None:
         super().__init__(message)

@@ -79,7 +79,16 @@ class Agents:
 
 
 async def check_workspace(workspace: str) -> None:
-    if not os.path.isabs(workspace) or not await trio.Path(workspace).is_dir():
+    """400 ``workspace_not_found`` unless ``workspace`` is an absolute directory to work in."""
+    try:
+        usable = os.path.isabs(workspace) and await trio.Path(workspace).is_dir()
+    except OSError as exc:  # no permission, a network file system's server that refuses
+        raise ApiError(
+            400,
+            "workspace_not_found",
+            f"The workspace {workspace!r} cannot be read: {exc.strerror or exc}.",
+        ) from exc
+    if not usable:
         raise ApiError(
             400,
             "workspace_not_found",

@@ -18,6 +18,8 @@ import penguin
 from penguin import protocol as om
 from penguin.environment import ToolContext, ToolResult
 
+from ..stopped_server import stopped_server
+
 Message = om.OmniMessage[om.Payload]
 Behaviour = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult | None]]
 
@@ -753,6 +755,18 @@ async def test_open_rejects_a_missing_workspace(tmp_path: Path) -> None:
     with pytest.raises(penguin.WorkspaceError, match="is not a directory"):
         async with penguin.Environment.open(config(tmp_path / "file")):
             pass  # pragma: no cover
+
+
+async def test_open_rejects_a_workspace_that_cannot_be_read(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    with stopped_server(remote) as server:
+        server.answer()  # the file server refuses every look into the workspace
+        with pytest.raises(penguin.WorkspaceError) as raised:
+            async with penguin.Environment.open(config(remote)):
+                pass  # pragma: no cover
+    assert str(raised.value) == f"workspace {str(remote)!r} cannot be read: Connection refused"
+    assert raised.value.path == remote
 
 
 async def test_custom_tool_may_not_shadow_a_builtin(tmp_path: Path) -> None:

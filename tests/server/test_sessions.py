@@ -18,6 +18,7 @@ from penguin import protocol as om
 from penguin.server import ServerOptions, open_server
 from penguin.trace import read_trace, trace_files
 
+from ..stopped_server import stopped_server
 from .support import (
     AUTH,
     SESSIONS,
@@ -170,6 +171,15 @@ async def test_s4_2_model_and_workspace_errors(
         (workspace / "file").write_text("x")
         refused = await client.post(SESSIONS, json={"workspace": bad})
         assert error_of(refused) == (400, "workspace_not_found")
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    with stopped_server(remote) as server:
+        server.answer()  # its file server refuses every look into it
+        refused = await client.post(SESSIONS, json={"workspace": str(remote)})
+    assert error_of(refused) == (400, "workspace_not_found")
+    assert refused.json()["error"]["message"] == (
+        f"The workspace {str(remote)!r} cannot be read: Connection refused."
+    )
     assert error_of(await client.post(SESSIONS, json={"approvalMode": "maybe"})) == (
         400,
         "invalid_approval_mode",

@@ -9,10 +9,7 @@ commands, and watch the loop's own thread for ``Popen``'s start of a child.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
-import struct
 import sys
 import threading
 import time
@@ -22,8 +19,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import attrs
-import psutil
 import pytest
 import trio
 
@@ -37,6 +32,7 @@ from penguin.environment.supervisor._mounts import (
 )
 from penguin.environment.supervisor._process import spawn_process
 
+from ...stopped_server import stopped_server
 from ..processes import exec_command, wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds: all in workers")
@@ -177,69 +173,6 @@ async def test_design_2_the_mount_table_is_read_again_once_it_is_old(
     assert await on_local_disk(tmp_path)  # read again, from the kernel
     assert _mounts._table is not None
     assert _mounts._table.read_at > time.monotonic() - 5
-
-
-@attrs.define
-class StoppedServer:
-    """A FUSE mount whose server does not answer: every look into it waits, as on a hung NFS.
-
-    The kernel holds every request until the server answers its first (``INIT``).
-    :meth:`answer` refuses that one: every waiting request, and every later one, then
-    fails with ``ECONNREFUSED``. A guard thread answers after ``give_up`` seconds, so a
-    test whose loop is stuck behind the mount ends (and fails) instead of hanging.
-    """
-
-    device: int
-    give_up: float
-    given_up: bool = False
-    _answered: bool = False
-    _lock: threading.Lock = attrs.field(factory=threading.Lock)
-
-    def answer(self, *, by_guard: bool = False) -> None:
-        with self._lock:
-            if self._answered:
-                return
-            self._answered, self.given_up = True, by_guard
-            request = os.read(self.device, 1 << 18)  # INIT, queued at mount time
-            unique = struct.unpack_from("<IIQ", request)[2]
-            os.write(self.device, struct.pack("<IiQ", 16, -errno.EIO, unique))
-
-    @staticmethod
-    def waiting() -> bool:
-        """Whether a child of this process is in uninterruptible sleep (on the mount)."""
-        return any(
-            child.status() == psutil.STATUS_DISK_SLEEP
-            for child in psutil.Process().children()
-            if child.is_running()
-        )
-
-
-@contextmanager
-def stopped_server(mount_point: Path, *, give_up: float = 10.0) -> Iterator[StoppedServer]:
-    """A :class:`StoppedServer` mounted at ``mount_point``; skips where none can be mounted."""
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse")
-    device = os.open("/dev/fuse", os.O_RDWR)
-    libc = ctypes.CDLL(None, use_errno=True)
-    options = f"fd={device},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
-    if (
-        libc.mount(
-            b"penguin-test", os.fsencode(mount_point), b"fuse.penguin-test", 0, options.encode()
-        )
-        != 0
-    ):
-        os.close(device)
-        pytest.skip(f"cannot mount a FUSE file system: {os.strerror(ctypes.get_errno())}")
-    server = StoppedServer(device, give_up)
-    guard = threading.Timer(give_up, server.answer, kwargs={"by_guard": True})
-    guard.start()
-    try:
-        yield server
-    finally:
-        guard.cancel()
-        server.answer()
-        libc.umount2(os.fsencode(mount_point), 2)  # MNT_DETACH
-        os.close(device)
 
 
 async def test_design_2_a_directory_whose_server_stopped_answering_holds_up_only_its_command(

@@ -1,0 +1,96 @@
+"""A directory whose file server has stopped answering: a real FUSE mount, for DESIGN §2.
+
+On a network file system (NFS, SMB, sshfs) whose server stops answering, every look
+into a directory waits: ``stat``, ``open``, a child's ``chdir``. The thread that made
+the call waits with it, which on the event loop's thread is every session of the
+process. This mounts a FUSE file system (the kernel's ``/dev/fuse``, no library) and
+answers nothing, so that wait is real. It needs root (or ``CAP_SYS_ADMIN``) and
+``/dev/fuse``; :func:`stopped_server` skips the test where either is missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+import psutil
+import pytest
+
+_MNT_DETACH = 2
+_READ_BUFFER = 1 << 18  # the kernel refuses a read shorter than a request can be
+
+
+@attrs.define
+class StoppedServer:
+    """A FUSE mount whose server does not answer: every look into it waits, as on a hung NFS.
+
+    The kernel holds every request until the server answers its first (``INIT``).
+    :meth:`answer` refuses that one: every waiting request, and every later one, then
+    fails with ``ECONNREFUSED``. A guard thread answers after ``give_up`` seconds, so a
+    test whose loop is stuck behind the mount ends (and fails) instead of hanging.
+    """
+
+    device: int
+    given_up: bool = False
+    """Whether the guard thread answered: nothing else did within ``give_up`` seconds."""
+    _answered: bool = False
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def answer(self, *, by_guard: bool = False) -> None:
+        """Refuse the connection: what waits on the mount, and all that comes, fails."""
+        with self._lock:
+            if self._answered:
+                return
+            self._answered, self.given_up = True, by_guard
+            request = os.read(self.device, _READ_BUFFER)  # INIT, queued at mount time
+            unique = struct.unpack_from("<IIQ", request)[2]
+            os.write(self.device, struct.pack("<IiQ", 16, -errno.EIO, unique))
+
+    @staticmethod
+    def waiting() -> bool:
+        """Whether a thread or a child of this process is in uninterruptible sleep."""
+        me = psutil.Process()
+        for process in (me, *me.children()):
+            try:
+                threads = [t.id for t in process.threads()]
+            except psutil.Error:
+                continue
+            for tid in threads:
+                try:
+                    with open(f"/proc/{process.pid}/task/{tid}/stat", "rb") as stat:
+                        if stat.read().rpartition(b")")[2].split()[0] == b"D":
+                            return True
+                except OSError:
+                    continue
+        return False
+
+
+@contextmanager
+def stopped_server(mount_point: Path, *, give_up: float = 10.0) -> Iterator[StoppedServer]:
+    """A :class:`StoppedServer` mounted at ``mount_point``; skips where none can be mounted."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    device = os.open("/dev/fuse", os.O_RDWR)
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"fd={device},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
+    where = os.fsencode(mount_point)
+    if libc.mount(b"penguin-test", where, b"fuse.penguin-test", 0, options.encode()) != 0:
+        os.close(device)
+        pytest.skip(f"cannot mount a FUSE file system: {os.strerror(ctypes.get_errno())}")
+    server = StoppedServer(device)
+    guard = threading.Timer(give_up, server.answer, kwargs={"by_guard": True})
+    guard.start()
+    try:
+        yield server
+    finally:
+        guard.cancel()
+        server.answer()
+        libc.umount2(where, _MNT_DETACH)
+        os.close(device)
