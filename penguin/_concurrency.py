@@ -8,7 +8,9 @@ exception out unchanged.
 
 :func:`run_in_worker` is the short blocking call (a file append, a lock, a small read)
 in a worker thread: ``trio.to_thread.run_sync``'s contract at about half its CPU, for
-the calls every session makes several times.
+the calls every session makes several times. :func:`run_leavable_in_worker` is the
+call a tool makes on the user's files, which a file server that stopped answering can
+hold for minutes: a cancel waits for it a second at most, then leaves it to its thread.
 """
 
 from __future__ import annotations
@@ -18,14 +20,12 @@ import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, NoReturn, TypeVar, TypeVarTuple, final
+from typing import Final, NoReturn, TypeVar, TypeVarTuple, final
 
+import outcome
 import trio
 
-if TYPE_CHECKING:
-    import outcome
-
-__all__ = ["collapse_single", "error_text", "run_in_worker"]
+__all__ = ["collapse_single", "error_text", "run_in_worker", "run_leavable_in_worker"]
 
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
@@ -147,6 +147,95 @@ async def run_cancellable_in_worker(work: Callable[[Callable[[], None]], _T]) ->
             check_now()
 
     return await _hop(functools.partial(work, check), register)
+
+
+LEAVE_GRACE: Final = 1.0
+"""Seconds a cancelled :func:`run_leavable_in_worker` waits for its call before leaving it."""
+
+
+@final
+class _Stopped(BaseException):
+    """Raised by a leavable call's ``check()`` once its caller was cancelled."""
+
+
+@final
+class _Handover:
+    """Between a leavable call's thread and its caller: who finished first, under a lock."""
+
+    __slots__ = ("delivered", "left", "lock", "raise_cancel", "stopped")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.delivered = False  # the outcome is on its way to the caller
+        self.left = False  # the caller went: the outcome is the thread's to dispose of
+        self.stopped = False  # the caller was cancelled: ``check()`` raises
+        self.raise_cancel: Callable[[], NoReturn] | None = None
+
+
+async def run_leavable_in_worker(
+    work: Callable[[Callable[[], None]], _T],
+    *,
+    left: Callable[[_T], None] | None = None,
+    grace: float = LEAVE_GRACE,
+) -> _T:
+    """:func:`run_cancellable_in_worker`, but a cancel waits at most ``grace`` seconds.
+
+    For a blocking call that may wait on something that stopped answering (a file
+    server, a process's ``chdir`` into a directory on one), where a tool call's
+    interrupt and time limit must still end the call. A cancel that comes while
+    ``work`` runs makes ``check()`` raise in the thread, and is delivered once ``work``
+    returns, as with :func:`run_cancellable_in_worker`, when that is within ``grace``
+    seconds (always, on a file system that answers). Otherwise the caller leaves the
+    call: ``Cancelled`` is raised then, and ``work`` goes on in its thread, stopping
+    at its next ``check()``. A value it returns all the same is given to ``left`` in
+    that thread, to release what it holds (a process started too late); an exception
+    is dropped. The thread is one of Trio's cached threads, outside
+    :data:`WORKER_SLOTS`: a call left waiting must not hold up the short calls. Without
+    a cancel it costs what :func:`run_in_worker` costs: one hop there and one back.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    task = trio.lowlevel.current_task()
+    token = trio.lowlevel.current_trio_token()
+    handover = _Handover()
+
+    def check() -> None:
+        if handover.stopped:
+            raise _Stopped
+
+    def back_in_trio(result: outcome.Outcome[_T]) -> None:
+        trio.lowlevel.reschedule(task, result)
+
+    def deliver(result: outcome.Outcome[_T]) -> None:  # in the thread, once work returned
+        with handover.lock:
+            handover.delivered = not handover.left
+        if handover.delivered:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(back_in_trio, result)
+        elif left is not None and isinstance(result, outcome.Value):
+            left(result.value)
+
+    async def leave_after_grace() -> None:
+        await trio.sleep(grace)
+        with handover.lock:
+            if handover.delivered:
+                return
+            handover.left = True
+        assert handover.raise_cancel is not None
+        trio.lowlevel.reschedule(task, outcome.capture(handover.raise_cancel))
+
+    def abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+        handover.stopped = True
+        handover.raise_cancel = raise_cancel
+        trio.lowlevel.spawn_system_task(leave_after_grace)
+        return trio.lowlevel.Abort.FAILED
+
+    trio.lowlevel.start_thread_soon(functools.partial(work, check), deliver)
+    try:
+        value: _T = await trio.lowlevel.wait_task_rescheduled(abort)
+    except _Stopped:  # it stopped at a check, for the cancel: deliver the cancel
+        assert handover.raise_cancel is not None
+        handover.raise_cancel()
+    return value
 
 
 _CancelRegister = list[Callable[[], None] | None]

@@ -10,9 +10,11 @@ answers nothing, so that wait is real. It needs root (or ``CAP_SYS_ADMIN``) and
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
+import select
 import struct
 import threading
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ import pytest
 
 _MNT_DETACH = 2
 _READ_BUFFER = 1 << 18  # the kernel refuses a read shorter than a request can be
+_FUSE_ACCESS = 34
 
 
 @attrs.define
@@ -43,15 +46,59 @@ class StoppedServer:
     _answered: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
+    _serving: threading.Thread | None = None
+    _stop: threading.Event = attrs.field(factory=threading.Event)
+
     def answer(self, *, by_guard: bool = False) -> None:
         """Refuse the connection: what waits on the mount, and all that comes, fails."""
         with self._lock:
             if self._answered:
                 return
             self._answered, self.given_up = True, by_guard
-            request = os.read(self.device, _READ_BUFFER)  # INIT, queued at mount time
-            unique = struct.unpack_from("<IIQ", request)[2]
+            unique = self._request()[1]  # INIT, queued at mount time
             os.write(self.device, struct.pack("<IiQ", 16, -errno.EIO, unique))
+
+    def let_in(self) -> None:
+        """Come back: accept the connection, and let anyone into its empty root folder.
+
+        Answers ``INIT``, then, in a thread until the mount goes, ``ACCESS`` with yes
+        and anything else with ``ENOSYS``: enough for a process to ``chdir`` there.
+        """
+        with self._lock:
+            if self._answered:
+                return
+            self._answered = True
+            unique = self._request()[1]
+            init = struct.pack("<IIIIHHIIHHI", 7, 31, 0, 0, 0, 0, 4096, 1, 0, 0, 0)
+            init += bytes(64 - len(init))
+            os.write(self.device, struct.pack("<IiQ", 16 + len(init), 0, unique) + init)
+        self._serving = threading.Thread(target=self._serve, daemon=True)
+        self._serving.start()
+
+    def _request(self) -> tuple[int, int]:
+        """The next request's opcode and id (blocking)."""
+        request = os.read(self.device, _READ_BUFFER)
+        _length, opcode, unique = struct.unpack_from("<IIQ", request)
+        return opcode, unique
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            if not select.select([self.device], [], [], 0.05)[0]:
+                continue
+            try:
+                opcode, unique = self._request()
+            except OSError:  # the mount is gone
+                return
+            error = 0 if opcode == _FUSE_ACCESS else -errno.ENOSYS
+            with contextlib.suppress(OSError):  # the request was interrupted meanwhile
+                os.write(self.device, struct.pack("<IiQ", 16, error, unique))
+
+    def close(self) -> None:
+        """Stop serving (refusing first what still waits)."""
+        self.answer()
+        self._stop.set()
+        if self._serving is not None:
+            self._serving.join()
 
     @staticmethod
     def waiting() -> bool:
@@ -91,6 +138,6 @@ def stopped_server(mount_point: Path, *, give_up: float = 10.0) -> Iterator[Stop
         yield server
     finally:
         guard.cancel()
-        server.answer()
+        server.close()
         libc.umount2(where, _MNT_DETACH)
         os.close(device)

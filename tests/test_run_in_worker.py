@@ -5,20 +5,30 @@ A batch task makes about nine thread hops; this hop costs about half of
 the call sites relied on: another thread, the value or the exception, a checkpoint
 before the call, never abandoned once started, a bounded number of threads: its own
 slots (each free the moment its call returns), then Trio's default limiter.
+
+run_leavable_in_worker (DESIGN §2, a file server that stopped answering): the same,
+except that a cancel waits for the call a grace period at most, then leaves it to its
+thread, whose late value goes to a disposer.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
 import trio.testing
 
 from penguin import _concurrency
-from penguin._concurrency import WORKER_SLOTS, run_cancellable_in_worker, run_in_worker
+from penguin._concurrency import (
+    WORKER_SLOTS,
+    run_cancellable_in_worker,
+    run_in_worker,
+    run_leavable_in_worker,
+)
 
 
 @pytest.fixture
@@ -54,7 +64,17 @@ async def test_20_1_a_cancelled_caller_never_starts_the_call() -> None:
     assert trio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
 
 
-async def test_20_1_a_started_call_is_not_abandoned_by_a_cancel() -> None:
+@pytest.mark.parametrize(
+    ("start", "slots"),
+    [
+        (run_in_worker, 1),  # the running call holds a slot
+        (lambda f: run_leavable_in_worker(lambda _check: f(), grace=60), 0),  # outside them
+    ],
+    ids=["run_in_worker", "leavable_within_its_grace"],
+)
+async def test_20_1_a_started_call_is_not_abandoned_by_a_cancel(
+    start: Callable[[Callable[[], str]], Awaitable[str]], slots: int
+) -> None:
     started, release = threading.Event(), threading.Event()
     steps: list[str] = []
 
@@ -66,7 +86,7 @@ async def test_20_1_a_started_call_is_not_abandoned_by_a_cancel() -> None:
 
     async def caller(scope: trio.CancelScope) -> None:
         with scope:
-            steps.append(await run_in_worker(blocking))
+            steps.append(await start(blocking))
             await trio.lowlevel.checkpoint()  # where the cancel is delivered
             steps.append("not reached")
 
@@ -74,7 +94,7 @@ async def test_20_1_a_started_call_is_not_abandoned_by_a_cancel() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(caller, scope)
         await trio.to_thread.run_sync(started.wait)
-        assert _concurrency._slots.taken == 1  # the running call holds a slot
+        assert _concurrency._slots.taken == slots
         scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
         assert steps == []  # still waiting for the call, not cancelled out of it
@@ -185,16 +205,28 @@ class _Write:
         self.steps.append("committed")  # must not happen: the caller was cancelled
 
 
-async def _write_in(scope: trio.CancelScope, write: _Write) -> None:
+async def _write_in(
+    scope: trio.CancelScope, write: _Write, runner: Runner = run_cancellable_in_worker
+) -> None:
     with scope:
-        await run_cancellable_in_worker(write)
+        await runner(write)
 
 
-async def test_20_1_the_check_raises_cancelled_once_the_caller_is_cancelled() -> None:
+Runner = Callable[[Callable[[Callable[[], None]], None]], Awaitable[None]]
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [run_cancellable_in_worker, functools.partial(run_leavable_in_worker, grace=60)],
+    ids=["cancellable", "leavable"],
+)
+async def test_20_1_the_check_raises_cancelled_once_the_caller_is_cancelled(
+    runner: Runner,
+) -> None:
     """A write_file is cancelled before it commits: its check raises, nothing lands."""
     write, scope = _Write(), trio.CancelScope()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_write_in, scope, write)
+        nursery.start_soon(_write_in, scope, write, runner)
         await trio.to_thread.run_sync(write.started.wait)
         scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
@@ -224,3 +256,50 @@ async def test_20_1_a_queued_call_keeps_its_check() -> None:
         write.let_go.set()
     assert scope.cancelled_caught
     assert write.steps == ["checked before the cancel"]
+
+
+async def test_design_2_a_leavable_call_gives_its_value_or_its_exception() -> None:
+    here = threading.get_ident()
+    assert await run_leavable_in_worker(lambda check: threading.get_ident()) != here
+
+    def fails(check: Callable[[], None]) -> None:
+        raise FileNotFoundError(2, "No such file or directory", "/gone")
+
+    with pytest.raises(FileNotFoundError) as raised:
+        await run_leavable_in_worker(fails)
+    assert raised.value.filename == "/gone"
+
+
+async def test_design_2_a_call_still_blocked_after_the_grace_is_left_to_its_thread(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    started, release, disposed = threading.Event(), threading.Event(), threading.Event()
+    late: list[str] = []
+
+    def blocking(check: Callable[[], None]) -> str:
+        started.set()
+        release.wait(10)  # a stat on a server that does not answer
+        return "a process started too late"
+
+    def dispose(value: str) -> None:
+        late.append(value)
+        disposed.set()
+
+    scope = trio.CancelScope()
+
+    async def caller() -> None:
+        with scope:
+            await run_leavable_in_worker(blocking, left=dispose, grace=5)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(caller)
+        await trio.to_thread.run_sync(started.wait)
+        cancelled_at = trio.current_time()
+        scope.cancel()
+    assert scope.cancelled_caught  # the caller went, the call still blocked
+    assert trio.current_time() - cancelled_at == pytest.approx(5)
+    assert not release.is_set()
+    assert late == []
+    release.set()
+    assert await trio.to_thread.run_sync(disposed.wait, 10)
+    assert late == ["a process started too late"]

@@ -57,7 +57,11 @@ import attrs
 import trio
 
 from penguin import protocol as om
-from penguin._concurrency import collapse_single, error_text, run_in_worker
+from penguin._concurrency import (
+    collapse_single,
+    error_text,
+    run_leavable_in_worker,
+)
 from penguin._log import warn
 from penguin._realpath import realpath
 from penguin.config import (
@@ -357,7 +361,9 @@ class Environment:
         entries = default_tools() if config.tools is None else config.tools
         if login is None or not any(entry.name == "exec_command" for entry in entries):
             login = None  # nothing to look at for it: no shared login, or no command
-        looked = await run_in_worker(_look_around, config.workspace_dir, login)
+        looked = await run_leavable_in_worker(  # a cancel need not wait for a hung server
+            lambda _check: _look_around(config.workspace_dir, login)
+        )
         config = attrs.evolve(config, workspace_dir=looked.workspace)
         _raise_open_file_limit()
         policy = config.proxy_policy

@@ -769,6 +769,20 @@ async def test_open_rejects_a_workspace_that_cannot_be_read(tmp_path: Path) -> N
     assert raised.value.path == remote
 
 
+async def test_opening_on_a_workspace_whose_server_stopped_answering_can_be_cancelled(
+    tmp_path: Path,
+) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    with stopped_server(remote) as server:
+        with trio.move_on_after(0.2) as scope:
+            async with penguin.Environment.open(config(remote)):
+                pass  # pragma: no cover
+        given_up = server.given_up  # before the block's end answers it
+    assert scope.cancelled_caught
+    assert not given_up  # the opening was left while the server still did not answer
+
+
 async def test_custom_tool_may_not_shadow_a_builtin(tmp_path: Path) -> None:
     clash = ScriptTool(emits("x"), name="read_file")
     cfg = penguin.EnvironmentConfig(workspace_dir=tmp_path, custom_tools=[clash])

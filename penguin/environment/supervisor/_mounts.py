@@ -2,7 +2,7 @@
 
 What this module owns: the answer to "is this directory on a local file system?",
 taken from the kernel's table of mounts (``/proc/self/mountinfo``), which is read in a
-worker thread and kept for :data:`TABLE_LIFETIME` seconds.
+worker thread and kept until the kernel says it changed (:class:`_Watch`).
 
 Why it is asked: a pipe-mode command is started on the loop's thread
 (``_process.spawn_process``), which saves each command a thread hop. ``vfork``
@@ -20,14 +20,16 @@ call. The longest mount point that is a prefix of the normalised path gives the 
 system. A symbolic link under a local mount point that leads onto a network file
 system is not followed; the workspace itself is resolved when an Environment opens, so
 only a ``workdir`` through such a link is misplaced. A mount made after the table was
-read is seen once the table is read again, within :data:`TABLE_LIFETIME` seconds.
+read is seen at the next start: the kernel marks the open table, and a ``poll`` of it
+(no wait, no disk) tells each start whether to read it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import time
+import select
 from pathlib import Path
 from typing import Final, final
 
@@ -35,7 +37,7 @@ import attrs
 
 from penguin._concurrency import run_in_worker
 
-__all__ = ["LOCAL_TYPES", "TABLE_LIFETIME", "MountTable", "on_local_disk", "read_mount_table"]
+__all__ = ["LOCAL_TYPES", "MountTable", "on_local_disk", "read_mount_table"]
 
 LOCAL_TYPES: Final = frozenset(
     {
@@ -71,9 +73,6 @@ Everything else counts as remote: ``nfs``, ``nfs4``, ``cifs``, ``smb3``, ``ceph`
 ``lustre``, ``gpfs``, ``9p``, ``virtiofs``, every ``fuse.*`` and ``fuseblk``, and
 ``autofs`` (a mount point that mounts on first use)."""
 
-TABLE_LIFETIME: Final = 60.0
-"""Seconds a read of the mount table is used before the next start reads it again."""
-
 _MOUNTINFO: Final = "/proc/self/mountinfo"
 _ESCAPE: Final = re.compile(r"\\([0-7]{3})")
 _PLACES_KEPT: Final = 256
@@ -86,12 +85,10 @@ class MountTable:
 
     types: dict[str, str]
     """Mount point (absolute, unescaped) → file system type; the last mount at a path."""
-    read_at: float = 0.0
-    """``time.monotonic()`` when it was read."""
     _places: dict[str, bool] = attrs.field(factory=dict, init=False, repr=False)
 
     @classmethod
-    def parse(cls, text: str, read_at: float = 0.0) -> MountTable:
+    def parse(cls, text: str) -> MountTable:
         """The table of ``mountinfo``'s ``text`` (see proc(5)); malformed lines are skipped."""
         types: dict[str, str] = {}
         for line in text.splitlines():
@@ -102,7 +99,7 @@ class MountTable:
             except (ValueError, IndexError):
                 continue
             types[_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])] = kind
-        return cls(types, read_at)
+        return cls(types)
 
     def file_system(self, directory: str) -> str | None:
         """The type of the file system ``directory`` is on, by its path; ``None`` if unknown."""
@@ -128,25 +125,72 @@ class MountTable:
 
 def read_mount_table() -> MountTable:
     """The mount table of the process (blocking); an empty one when it cannot be read."""
-    now = time.monotonic()
     try:
         with open(_MOUNTINFO, encoding="utf-8", errors="surrogateescape") as file:
-            return MountTable.parse(file.read(), now)
+            return MountTable.parse(file.read())
     except OSError:
-        return MountTable({}, now)
+        return MountTable({})
 
 
+@final
+class _Watch:
+    """The kernel's word that the mount table changed: ``mountinfo`` open, and polled.
+
+    proc(5): a mount or unmount in the process's mount namespace marks an open
+    ``mountinfo`` with a priority event, which the next ``poll`` reports (and clears).
+    Polling a ``/proc`` file never waits on a disk, so the loop's thread may ask.
+    """
+
+    __slots__ = ("fd", "pid")
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self.pid = 0
+
+    def ensure_open(self) -> None:
+        """Open it (blocking) in this process, before the table it guards is read."""
+        if self.pid == os.getpid() and self.fd >= 0:
+            return
+        if self.fd >= 0 and self.pid != os.getpid():  # a forked child's copy: its own to close
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd, self.pid = -1, os.getpid()
+        with contextlib.suppress(OSError):
+            self.fd = os.open(_MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
+
+    def changed(self) -> bool:
+        """Whether a mount came or went since the last ask (a forked child: always)."""
+        if self.pid != os.getpid():
+            return True
+        if self.fd < 0:  # no /proc to watch: the table read is as good as any
+            return False
+        poller = select.poll()  # one per ask: a poll object is not for two threads at once
+        poller.register(self.fd, select.POLLPRI)
+        events = poller.poll(0)
+        if events and events[0][1] & select.POLLNVAL:  # closed under us: open another
+            self.fd, self.pid = -1, 0
+        return bool(events)
+
+
+def _reread() -> MountTable:
+    _watch.ensure_open()
+    return read_mount_table()
+
+
+_watch: Final = _Watch()
 _table: MountTable | None = None
 
 
 async def on_local_disk(directory: Path) -> bool:
     """Whether a child may change into ``directory`` on the loop's thread (see the module).
 
-    Reads the mount table in a worker when it is older than :data:`TABLE_LIFETIME` (or
-    was never read); otherwise answers at once, without a checkpoint.
+    Reads the mount table in a worker the first time, and again after the kernel said
+    it changed; otherwise answers at once, without a checkpoint.
     """
     global _table
+    if _watch.changed():
+        _table = None  # every caller reads it again until one has
     table = _table
-    if table is None or time.monotonic() - table.read_at > TABLE_LIFETIME:
-        table = _table = await run_in_worker(read_mount_table)
+    if table is None:
+        table = _table = await run_in_worker(_reread)
     return table.is_local(os.fspath(directory))

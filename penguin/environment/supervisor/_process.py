@@ -12,7 +12,10 @@ What this module owns:
   command here). ``vfork`` suspends the loop until the child's ``exec``, and the
   child's ``chdir`` comes first, so this is done only in a directory on a local file
   system (``_mounts``); one elsewhere (NFS, a FUSE mount) is started in a worker,
-  where a server that stops answering holds up that one command, not the loop.
+  where a server that stops answering holds up that one command, not the loop, and a
+  cancel leaves the start after a second (:func:`~penguin._concurrency.run_leavable_in_worker`):
+  the call ends at its interrupt or time limit, and a command the server lets start
+  later is killed and reaped in that worker (:meth:`_Child.discard`).
 - **Signalling a group** (:func:`signal_group`), the one place a ``killpg`` is sent, and
   waiting for a leader's exit without reaping it (:func:`wait_exited`).
 - **Ending** a process tree so that nothing survives (:func:`end_process_tree`).
@@ -94,7 +97,7 @@ from typing import Any, Final, Protocol, final
 import attrs
 import trio
 
-from penguin._concurrency import run_in_worker
+from penguin._concurrency import run_leavable_in_worker
 
 from ._mounts import on_local_disk
 from ._proctable import (
@@ -277,16 +280,20 @@ async def spawn_process(
             mark=mark,
         )
 
+    if _HAS_PIDFD and not await on_local_disk(cwd):
+        # The child's chdir may wait on another machine: not on the loop's thread, and
+        # a cancel leaves it after a second (a command that starts later is killed).
+        child, output, writer = await run_leavable_in_worker(
+            lambda _check: _Child.start_piped(argv, options), left=_Child.discard
+        )
+        return _spawned(child, output, writer, since, mark, tty=False)
     root: RootProcess
     stdin: trio.lowlevel.FdStream
     read_end, write_end = _output_pipe()
     try:
         if _HAS_PIDFD:
-            if await on_local_disk(cwd):
-                await trio.lowlevel.checkpoint_if_cancelled()
-                root, writer = _Child.start(argv, write_end, options)
-            else:  # the child's chdir may wait on another machine: not on the loop's thread
-                root, writer = await run_in_worker(_Child.start, argv, write_end, options)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            root, writer = _Child.start(argv, write_end, options)
             stdin = trio.lowlevel.FdStream(writer)
         else:
             started = await trio.lowlevel.open_process(
@@ -351,6 +358,31 @@ class _Child:
         finally:
             os.close(child_stdin)
         return cls(popen), stdin
+
+    @classmethod
+    def start_piped(
+        cls, argv: Sequence[str], options: Mapping[str, Any]
+    ) -> tuple[_Child, int, int]:
+        """:meth:`start` with an output pipe of its own: it, the pipe's reading end, its stdin's."""
+        read_end, write_end = _output_pipe()
+        try:
+            child, writer = cls.start(argv, write_end, options)
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        return child, read_end, writer
+
+    @staticmethod
+    def discard(started: tuple[_Child, int, int]) -> None:
+        """End what :meth:`start_piped` started for a caller that had gone: kill, close, reap."""
+        child, output, writer = started
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)  # unreaped: the group is still its own
+        os.close(output)
+        os.close(writer)
+        child._popen.wait()
 
     def exit_watch(self) -> ExitWatch:
         """A pidfd of it, and its ``Popen.poll``; raises ``OSError`` when none can be opened."""

@@ -20,7 +20,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from penguin._concurrency import run_cancellable_in_worker
+from penguin._concurrency import run_leavable_in_worker
 from penguin.config import ToolDefinitionConfig
 
 from .._contract import ToolContext, ToolResult
@@ -95,10 +95,13 @@ class FileTool(BuiltinTool):
     ) -> ToolResult | None:
         """Run ``work(check)`` in a worker thread; its report is the call's one delta.
 
-        ``check()`` raises ``Cancelled`` once the call is cancelled: ``work`` calls it
-        between its steps (before it commits a write, per chunk of a scan).
+        ``check()`` raises once the call is cancelled: ``work`` calls it between its
+        steps (before it commits a write, per chunk of a scan). A cancel waits for
+        ``work`` a second at most: on a file server that stopped answering, the call
+        ends at its interrupt or time limit, and ``work`` stops at its next check
+        (``_concurrency.run_leavable_in_worker``).
         """
-        report = await run_cancellable_in_worker(work)
+        report = await run_leavable_in_worker(work)
         if report.failed:
             fail(report.text)
         await ctx.emit(report.text)

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 import trio
 
+from penguin._concurrency import run_leavable_in_worker
 from penguin._errors import PenguinError
 from penguin._tls import shared_tls_context
 from penguin.config import ImageSettings
@@ -614,14 +615,8 @@ async def load_image(
         declared, data = await trio.to_thread.run_sync(decode_data_url, source)
         mime = sniff_mime(data) or declared
     else:
-        data = await trio.to_thread.run_sync(
-            functools.partial(
-                read_local_image,
-                source,
-                workspace,
-                limit=limit,
-                checkpoint=trio.from_thread.check_cancelled,
-            )
+        data = await run_leavable_in_worker(  # a file server may stop answering
+            lambda check: read_local_image(source, workspace, limit=limit, checkpoint=check)
         )
         mime = sniff_mime(data) or extension_mime(source)
     image = _checked(source, data, mime, limit)

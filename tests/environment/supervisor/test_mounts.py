@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,6 @@ import trio
 import penguin
 from penguin.environment.supervisor import _mounts
 from penguin.environment.supervisor._mounts import (
-    TABLE_LIFETIME,
     MountTable,
     on_local_disk,
     read_mount_table,
@@ -155,7 +153,8 @@ async def test_design_2_a_workspace_on_a_network_file_system_starts_in_a_worker_
     tmp_path: Path, table: None
 ) -> None:
     # The table as a machine whose every directory is on NFS would read it.
-    _mounts._table = MountTable({"/": "nfs4"}, time.monotonic())
+    assert await on_local_disk(tmp_path)  # the kernel's table read, and watched
+    _mounts._table = MountTable({"/": "nfs4"})
     with children_started_on_this_thread() as seen:
         assert await _pwd(tmp_path) == str(tmp_path)  # pytest gives it resolved
         with pytest.raises(FileNotFoundError) as raised:  # as Popen raises it on the loop
@@ -164,15 +163,19 @@ async def test_design_2_a_workspace_on_a_network_file_system_starts_in_a_worker_
     assert raised.value.filename == tmp_path / "gone"
 
 
-async def test_design_2_the_mount_table_is_read_again_once_it_is_old(
+async def test_design_2_the_mount_table_is_read_again_once_a_mount_comes_or_goes(
     tmp_path: Path, table: None
 ) -> None:
-    _mounts._table = MountTable({"/": "nfs4"}, time.monotonic())
-    assert not await on_local_disk(tmp_path)  # kept: not read again
-    _mounts._table = MountTable({"/": "nfs4"}, time.monotonic() - TABLE_LIFETIME - 1)
-    assert await on_local_disk(tmp_path)  # read again, from the kernel
-    assert _mounts._table is not None
-    assert _mounts._table.read_at > time.monotonic() - 5
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    assert await on_local_disk(remote)  # read: a folder of this machine's tmp
+    kept = _mounts._table
+    assert await on_local_disk(tmp_path)
+    assert _mounts._table is kept  # nothing changed: not read again
+    with stopped_server(remote):
+        assert not await on_local_disk(remote)  # the kernel said: read again
+        assert _mounts._table is not kept
+    assert await on_local_disk(remote)  # and again once it is gone
 
 
 async def test_design_2_a_directory_whose_server_stopped_answering_holds_up_only_its_command(

@@ -1,0 +1,97 @@
+"""Reference 1.6 and 1.8 where a file server stopped answering: a call still ends on time.
+
+A tool call's signal fires on the caller's interrupt or on the time limit, and the call
+then ends ``aborted`` or with ``[tool timeout: …]``. A file tool's work, or a command's
+start in a directory on a network file system, waits in a worker thread for a server
+that stopped answering; the call must not wait with it. Every test here mounts a real
+FUSE file system whose server does not answer (``tests/stopped_server.py``), and its
+guard thread answers after ten seconds: a call that came back only then failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import penguin
+
+from ..stopped_server import StoppedServer, stopped_server
+from .processes import call, env_processes, tool_definition, wait_until
+
+INTERRUPTED = "[interrupted: tool aborted by user]"
+
+
+def _args(tool: str, remote: Path) -> dict[str, Any]:
+    return {
+        "read_file": {"file_path": str(remote / "notes.txt")},
+        "write_file": {"file_path": str(remote / "notes.txt"), "content": "hi\n"},
+        "edit_file": {"file_path": str(remote / "notes.txt"), "old_string": "a", "new_string": "b"},
+        "read_image": {"source": str(remote / "plot.png")},
+        "exec_command": {"description": "list", "cmd": "ls", "workdir": str(remote)},
+    }[tool]
+
+
+async def _interrupted_while_waiting(
+    env: penguin.Environment, server: StoppedServer, tool: str, args: dict[str, Any]
+) -> tuple[penguin.protocol.ToolCallOutputPayload, bool]:
+    """Call ``tool``, interrupt it once it waits on the server; its output, and the guard's part."""
+    interrupt = trio.Event()
+    async with trio.open_nursery() as nursery:
+
+        async def interrupt_once_waiting() -> None:
+            await wait_until(server.waiting)
+            interrupt.set()
+
+        nursery.start_soon(interrupt_once_waiting)
+        output = await call(env, tool, args, interrupt=interrupt)
+        given_up = server.given_up  # before the fixture answers it
+    return output, given_up
+
+
+@pytest.mark.parametrize(
+    "tool", ["read_file", "write_file", "edit_file", "read_image", "exec_command"]
+)
+async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_interrupt(
+    env: penguin.Environment, tmp_path: Path, tool: str
+) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    with stopped_server(remote) as server:
+        output, given_up = await _interrupted_while_waiting(env, server, tool, _args(tool, remote))
+    assert not given_up  # it ended while the server still did not answer
+    assert output.stop_reason == "aborted"
+    assert output.output == INTERRUPTED
+
+
+async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_time_limit(
+    tmp_path: Path, workspace: Path
+) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    tools = [tool_definition("read_file", timeout_ms=300)]
+    config = penguin.EnvironmentConfig(workspace_dir=workspace, tools=tools)
+    with stopped_server(remote) as server:
+        async with penguin.Environment.open(config) as env:
+            output = await call(env, "read_file", _args("read_file", remote))
+            assert not server.given_up
+    assert output.stop_reason == "failed"
+    assert output.output == "[tool timeout: exceeded 300ms]"
+
+
+async def test_4_8_a_command_the_server_lets_start_after_its_call_ended_is_killed(
+    env: penguin.Environment, tmp_path: Path, workspace: Path
+) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    args = {"description": "x", "cmd": "sleep 30", "workdir": str(remote)}
+    with stopped_server(remote) as server:
+        output, given_up = await _interrupted_while_waiting(env, server, "exec_command", args)
+        assert (output.stop_reason, given_up) == ("aborted", False)
+        server.let_in()  # the server comes back: the child's chdir succeeds, it runs
+        await wait_until(lambda: not server.waiting())
+        # Left by its call, the start is ended by the worker it finished in: nothing runs.
+        await wait_until(lambda: not env_processes(env))
+        assert env_processes(env) == []
