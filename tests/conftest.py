@@ -1,4 +1,5 @@
-"""The suite's one marker, ``once``, its own home folder, and an empty ``workspace``.
+"""The suite's one marker, ``once``, its own home folder, an empty ``workspace``, and
+``sandbox``: each test that takes it runs without the kernel sandbox, then with it.
 
 **The home folder.** Every command penguin runs starts from a login shell's
 environment (``bash -l``), and a login shell reads the profile of ``HOME``. The
@@ -26,8 +27,12 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import penguin
 
 _REAL_HOME = os.environ.get("HOME") or os.path.expanduser("~")
 _HOME = tempfile.mkdtemp(prefix="penguin-tests-home-")
@@ -60,6 +65,20 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "ws"
     path.mkdir()
     return path
+
+
+@pytest.fixture(params=[False, True], ids=["unsandboxed", "sandboxed"])
+def sandbox(request: pytest.FixtureRequest) -> penguin.SandboxPolicy | None:
+    """None, then the kernel sandbox's default policy (skipped where it cannot be enforced)."""
+    if not request.param:
+        return None
+    import penguin
+    from penguin.environment.sandbox import probe
+
+    reason = probe().reason
+    if reason is not None:
+        pytest.skip(f"sandbox unavailable here: {reason}")
+    return penguin.SandboxPolicy(mode="workspace-write")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

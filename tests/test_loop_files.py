@@ -34,7 +34,6 @@ from penguin import _tls
 from penguin import protocol as om
 from penguin.batch import BatchTask, run_batch
 from penguin.config import McpServerConfig, McpStdioTransport
-from penguin.environment.sandbox import probe
 from penguin.llm import LLMRequest, OpenAIChatLLM, ScriptedLLM, text, tool_call, turn
 from penguin.llm import testing as t
 
@@ -263,17 +262,6 @@ async def test_design_2_a_batch_makes_no_file_system_call_on_the_loop_thread(
         assert result.workspace is not None
         assert (Path(result.workspace) / "n.txt").read_text() == f"{result.id[1:]}\n"
     assert seen == [], "\n".join(seen)
-
-
-@pytest.fixture(params=[False, True], ids=["unsandboxed", "sandboxed"])
-def sandbox(request: pytest.FixtureRequest) -> penguin.SandboxPolicy | None:
-    """None, then the kernel sandbox's default policy (skipped where it cannot be enforced)."""
-    if not request.param:
-        return None
-    reason = probe().reason
-    if reason is not None:
-        pytest.skip(f"sandbox unavailable here: {reason}")
-    return penguin.SandboxPolicy(mode="workspace-write")
 
 
 async def test_design_2_every_builtin_tool_makes_no_file_system_call_on_the_loop_thread(

@@ -5,11 +5,14 @@ then ends ``aborted`` or with ``[tool timeout: …]``. A file tool's work, or a 
 start in a directory on a network file system, waits in a worker thread for a server
 that stopped answering; the call must not wait with it. Every test here mounts a real
 FUSE file system whose server does not answer (``tests/stopped_server.py``), and its
-guard thread answers after ten seconds: a call that came back only then failed.
+guard thread answers after ten seconds: a call that came back only then failed. Each
+runs with the kernel sandbox and without (a sandboxed command in such a directory is
+started through ``nsenter``, not the sandbox's spawner, which would wait in its ``chdir``).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,16 @@ from ..stopped_server import StoppedServer, stopped_server
 from .processes import call, env_processes, tool_definition, wait_until
 
 INTERRUPTED = "[interrupted: tool aborted by user]"
+
+
+@pytest.fixture
+async def env(
+    workspace: Path, sandbox: penguin.SandboxPolicy | None
+) -> AsyncIterator[penguin.Environment]:
+    """An Environment with the default tools, with the sandbox and without."""
+    config = penguin.EnvironmentConfig(workspace_dir=workspace, sandbox=sandbox)
+    async with penguin.Environment.open(config) as env:
+        yield env
 
 
 def _args(tool: str, remote: Path) -> dict[str, Any]:
@@ -67,12 +80,12 @@ async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_interrupt
 
 
 async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_time_limit(
-    tmp_path: Path, workspace: Path
+    tmp_path: Path, workspace: Path, sandbox: penguin.SandboxPolicy | None
 ) -> None:
     remote = tmp_path / "remote"
     remote.mkdir()
     tools = [tool_definition("read_file", timeout_ms=300)]
-    config = penguin.EnvironmentConfig(workspace_dir=workspace, tools=tools)
+    config = penguin.EnvironmentConfig(workspace_dir=workspace, tools=tools, sandbox=sandbox)
     with stopped_server(remote) as server:
         async with penguin.Environment.open(config) as env:
             output = await call(env, "read_file", _args("read_file", remote))

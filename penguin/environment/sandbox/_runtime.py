@@ -99,8 +99,9 @@ class CommandSandbox:
             await trio.lowlevel.checkpoint()
             return tuple(argv), executable
         current = await self.prepare()
-        if executable is not None and shutil.which(argv[0], path=path) == executable:
-            executable = None
+        if executable is not None:  # a search of PATH: the file system, in a worker
+            found = await run_in_worker(functools.partial(shutil.which, argv[0], path=path))
+            executable = None if found == executable else executable
         return current.command(argv, executable, str(cwd)), None
 
     async def start(

@@ -95,6 +95,7 @@ from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._login import LoginFiles, SharedLogin
+from ._mounts import on_local_disk
 from ._process import (
     DEFAULT_GRACE,
     ExitWatch,
@@ -767,7 +768,9 @@ async def _start_process(
     """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot."""
     try:
         spawned = None
-        if sandbox is not None:  # the sandbox's spawner starts it, in its namespaces
+        # The sandbox's spawner starts it, in its namespaces. The spawner changes into
+        # the directory itself, and serves one start at a time: only a local one.
+        if sandbox is not None and await on_local_disk(cwd):
             spawned = await launch_process(
                 sandbox, argv, cwd=cwd, env=env, tty=tty, executable=executable
             )
