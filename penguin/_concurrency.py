@@ -154,22 +154,16 @@ LEAVE_GRACE: Final = 1.0
 
 
 @final
-class _Stopped(BaseException):
-    """Raised by a leavable call's ``check()`` once its caller was cancelled."""
-
-
-@final
 class _Handover:
     """Between a leavable call's thread and its caller: who finished first, under a lock."""
 
-    __slots__ = ("delivered", "left", "lock", "raise_cancel", "stopped")
+    __slots__ = ("delivered", "left", "lock", "raise_cancel")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.delivered = False  # the outcome is on its way to the caller
         self.left = False  # the caller went: the outcome is the thread's to dispose of
-        self.stopped = False  # the caller was cancelled: ``check()`` raises
-        self.raise_cancel: Callable[[], NoReturn] | None = None
+        self.raise_cancel: Callable[[], NoReturn] | None = None  # set: ``check()`` raises
 
 
 async def run_leavable_in_worker(
@@ -199,8 +193,9 @@ async def run_leavable_in_worker(
     handover = _Handover()
 
     def check() -> None:
-        if handover.stopped:
-            raise _Stopped
+        raise_cancel = handover.raise_cancel
+        if raise_cancel is not None:
+            raise_cancel()  # Trio's Cancelled, as run_cancellable_in_worker's check raises
 
     def back_in_trio(result: outcome.Outcome[_T]) -> None:
         trio.lowlevel.reschedule(task, result)
@@ -224,17 +219,12 @@ async def run_leavable_in_worker(
         trio.lowlevel.reschedule(task, outcome.capture(handover.raise_cancel))
 
     def abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
-        handover.stopped = True
         handover.raise_cancel = raise_cancel
         trio.lowlevel.spawn_system_task(leave_after_grace)
         return trio.lowlevel.Abort.FAILED
 
     trio.lowlevel.start_thread_soon(functools.partial(work, check), deliver)
-    try:
-        value: _T = await trio.lowlevel.wait_task_rescheduled(abort)
-    except _Stopped:  # it stopped at a check, for the cancel: deliver the cancel
-        assert handover.raise_cancel is not None
-        handover.raise_cancel()
+    value: _T = await trio.lowlevel.wait_task_rescheduled(abort)
     return value
 
 

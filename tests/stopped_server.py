@@ -87,6 +87,8 @@ class StoppedServer:
                 continue
             try:
                 opcode, unique = self._request()
+            except BlockingIOError:  # the request went (its caller was killed) before this read
+                continue
             except OSError:  # the mount is gone
                 return
             error = 0 if opcode == _FUSE_ACCESS else -errno.ENOSYS
@@ -102,21 +104,40 @@ class StoppedServer:
 
     @staticmethod
     def waiting() -> bool:
-        """Whether a thread or a child of this process is in uninterruptible sleep."""
+        """Whether a thread or a child of this process waits on a FUSE mount."""
         me = psutil.Process()
-        for process in (me, *me.children()):
-            try:
-                threads = [t.id for t in process.threads()]
-            except psutil.Error:
-                continue
-            for tid in threads:
-                try:
-                    with open(f"/proc/{process.pid}/task/{tid}/stat", "rb") as stat:
-                        if stat.read().rpartition(b")")[2].split()[0] == b"D":
-                            return True
-                except OSError:
-                    continue
+        return _in_disk_sleep(me, threads=True) or bool(StoppedServer.waiting_children())
+
+    @staticmethod
+    def waiting_children() -> list[int]:
+        """The children of this process that wait on a FUSE mount."""
+        return [child.pid for child in psutil.Process().children() if _in_disk_sleep(child)]
+
+
+def _in_disk_sleep(process: psutil.Process, *, threads: bool = False) -> bool:
+    """Whether ``process`` (or, with ``threads``, one of its threads) waits on a FUSE mount.
+
+    State D alone is not enough: a thread that starts a process waits in D until the
+    child's ``exec``. The kernel names where a task sleeps (``wchan``): FUSE's request
+    queue (``fuse_get_req`` before the server's first answer, ``request_wait_answer``
+    after).
+    """
+    try:
+        tids = [t.id for t in process.threads()] if threads else [process.pid]
+    except psutil.Error:
         return False
+    for tid in tids:
+        task = f"/proc/{process.pid}/task/{tid}"
+        try:
+            with open(f"{task}/stat", "rb") as stat:
+                state = stat.read().rpartition(b")")[2].split()[0]
+            with open(f"{task}/wchan", "rb") as wchan:
+                where = wchan.read()
+        except OSError:
+            continue
+        if state == b"D" and (b"fuse" in where or where == b"request_wait_answer"):
+            return True
+    return False
 
 
 @contextmanager
@@ -124,7 +145,7 @@ def stopped_server(mount_point: Path, *, give_up: float = 10.0) -> Iterator[Stop
     """A :class:`StoppedServer` mounted at ``mount_point``; skips where none can be mounted."""
     if not os.path.exists("/dev/fuse"):
         pytest.skip("no /dev/fuse")
-    device = os.open("/dev/fuse", os.O_RDWR)
+    device = os.open("/dev/fuse", os.O_RDWR | os.O_NONBLOCK)  # INIT is queued at mount time
     libc = ctypes.CDLL(None, use_errno=True)
     options = f"fd={device},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
     where = os.fsencode(mount_point)

@@ -22,7 +22,7 @@ import trio
 import penguin
 
 from ..stopped_server import StoppedServer, stopped_server
-from .processes import call, env_processes, tool_definition, wait_until
+from .processes import alive, call, env_processes, tool_definition, wait_until
 
 INTERRUPTED = "[interrupted: tool aborted by user]"
 
@@ -38,13 +38,15 @@ async def env(
 
 
 def _args(tool: str, remote: Path) -> dict[str, Any]:
-    return {
+    every: dict[str, dict[str, Any]] = {
         "read_file": {"file_path": str(remote / "notes.txt")},
         "write_file": {"file_path": str(remote / "notes.txt"), "content": "hi\n"},
         "edit_file": {"file_path": str(remote / "notes.txt"), "old_string": "a", "new_string": "b"},
         "read_image": {"source": str(remote / "plot.png")},
         "exec_command": {"description": "list", "cmd": "ls", "workdir": str(remote)},
-    }[tool]
+        "exec_command_tty": {"description": "ls", "cmd": "ls", "workdir": str(remote), "tty": True},
+    }
+    return every[tool]
 
 
 async def _interrupted_while_waiting(
@@ -65,7 +67,8 @@ async def _interrupted_while_waiting(
 
 
 @pytest.mark.parametrize(
-    "tool", ["read_file", "write_file", "edit_file", "read_image", "exec_command"]
+    "tool",
+    ["read_file", "write_file", "edit_file", "read_image", "exec_command", "exec_command_tty"],
 )
 async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_interrupt(
     env: penguin.Environment, tmp_path: Path, tool: str
@@ -73,7 +76,8 @@ async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_interrupt
     remote = tmp_path / "remote"
     remote.mkdir()
     with stopped_server(remote) as server:
-        output, given_up = await _interrupted_while_waiting(env, server, tool, _args(tool, remote))
+        name, args = tool.removesuffix("_tty"), _args(tool, remote)
+        output, given_up = await _interrupted_while_waiting(env, server, name, args)
     assert not given_up  # it ended while the server still did not answer
     assert output.stop_reason == "aborted"
     assert output.output == INTERRUPTED
@@ -94,17 +98,19 @@ async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_time_limi
     assert output.output == "[tool timeout: exceeded 300ms]"
 
 
+@pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
 async def test_4_8_a_command_the_server_lets_start_after_its_call_ended_is_killed(
-    env: penguin.Environment, tmp_path: Path, workspace: Path
+    env: penguin.Environment, tmp_path: Path, tty: bool
 ) -> None:
     remote = tmp_path / "remote"
     remote.mkdir()
-    args = {"description": "x", "cmd": "sleep 30", "workdir": str(remote)}
+    args = {"description": "x", "cmd": "sleep 30", "workdir": str(remote), "tty": tty}
     with stopped_server(remote) as server:
         output, given_up = await _interrupted_while_waiting(env, server, "exec_command", args)
         assert (output.stop_reason, given_up) == ("aborted", False)
-        server.let_in()  # the server comes back: the child's chdir succeeds, it runs
-        await wait_until(lambda: not server.waiting())
+        blocked = server.waiting_children()  # the command's process, still in its chdir
+        assert len(blocked) == 1
+        server.let_in()  # the server comes back: the chdir succeeds, the command runs
         # Left by its call, the start is ended by the worker it finished in: nothing runs.
-        await wait_until(lambda: not env_processes(env))
+        await wait_until(lambda: not alive(blocked[0]))
         assert env_processes(env) == []

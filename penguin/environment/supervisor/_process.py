@@ -11,7 +11,8 @@ What this module owns:
   hand-overs and a wake-up of the loop (1.5 ms of latency and 0.4 ms of CPU per
   command here). ``vfork`` suspends the loop until the child's ``exec``, and the
   child's ``chdir`` comes first, so this is done only in a directory on a local file
-  system (``_mounts``); one elsewhere (NFS, a FUSE mount) is started in a worker,
+  system (``_mounts``); one elsewhere (NFS, a FUSE mount), and a tty-mode command
+  (its child runs Python to claim the terminal before its ``exec``), is started in a worker,
   where a server that stops answering holds up that one command, not the loop, and a
   cancel leaves the start after a second (:func:`~penguin._concurrency.run_leavable_in_worker`):
   the call ends at its interrupt or time limit, and a command the server lets start
@@ -252,17 +253,19 @@ async def spawn_process(
         "start_new_session": True,
     }
     since, mark = started_from_now(), pid_mark()
+    if _HAS_PIDFD and (tty or not await on_local_disk(cwd)):
+        # In a worker: a tty's child runs Python before its exec (it claims the
+        # terminal), and a chdir may wait on another machine. A cancel leaves the start
+        # after a second; a command that starts later is killed (_Child.discard).
+        start = _Child.start_tty if tty else _Child.start_piped
+        child, output, writer = await run_leavable_in_worker(
+            lambda _check: start(argv, options), left=_Child.discard
+        )
+        return _spawned(child, output, writer, since, mark, tty=tty)
     if tty:
         master, slave = _open_pty()
         try:
-            process = await trio.lowlevel.open_process(
-                list(argv),
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                preexec_fn=_claim_controlling_terminal,
-                **options,
-            )
+            process = await trio.lowlevel.open_process(list(argv), **_on_terminal(slave), **options)
         except BaseException:
             os.close(master)
             raise
@@ -280,13 +283,6 @@ async def spawn_process(
             mark=mark,
         )
 
-    if _HAS_PIDFD and not await on_local_disk(cwd):
-        # The child's chdir may wait on another machine: not on the loop's thread, and
-        # a cancel leaves it after a second (a command that starts later is killed).
-        child, output, writer = await run_leavable_in_worker(
-            lambda _check: _Child.start_piped(argv, options), left=_Child.discard
-        )
-        return _spawned(child, output, writer, since, mark, tty=False)
     root: RootProcess
     stdin: trio.lowlevel.FdStream
     read_end, write_end = _output_pipe()
@@ -325,7 +321,7 @@ def _root_started(since: float, pid: int) -> float:
 
 @final
 class _Child:
-    """A pipe-mode command started by ``Popen`` on the loop's thread.
+    """A command penguin started with ``Popen`` where the kernel has pidfds.
 
     What :class:`trio.Process` is for one started in a worker thread, as far as a
     :class:`RootProcess` goes: its pid; :meth:`wait` waits on a pidfd, then reaps.
@@ -374,9 +370,22 @@ class _Child:
             os.close(write_end)
         return child, read_end, writer
 
+    @classmethod
+    def start_tty(cls, argv: Sequence[str], options: Mapping[str, Any]) -> tuple[_Child, int, int]:
+        """Start ``argv`` on a new pseudo-terminal: it, the terminal's master, a copy to write."""
+        master, slave = _open_pty()
+        try:
+            popen = subprocess.Popen(list(argv), **_on_terminal(slave), **options)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        return cls(popen), master, os.dup(master)
+
     @staticmethod
     def discard(started: tuple[_Child, int, int]) -> None:
-        """End what :meth:`start_piped` started for a caller that had gone: kill, close, reap."""
+        """End what a start gave a caller that had gone: kill the group, close, reap."""
         child, output, writer = started
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)  # unreaped: the group is still its own
@@ -441,6 +450,16 @@ def exit_watch(process: RootProcess) -> ExitWatch | None:
     """
     opener: Callable[[], ExitWatch] | None = getattr(process, "exit_watch", None)
     return None if opener is None else opener()
+
+
+def _on_terminal(slave: int) -> dict[str, Any]:
+    """``Popen`` options that start a session leader on the pseudo-terminal ``slave``."""
+    return {
+        "stdin": slave,
+        "stdout": slave,
+        "stderr": slave,
+        "preexec_fn": _claim_controlling_terminal,
+    }
 
 
 def _open_pty() -> tuple[int, int]:
