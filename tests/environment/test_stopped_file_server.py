@@ -22,7 +22,14 @@ import trio
 import penguin
 
 from ..stopped_server import StoppedServer, stopped_server
-from .processes import alive, call, env_processes, tool_definition, wait_until
+from .processes import (
+    alive,
+    call,
+    env_processes,
+    process_id_in,
+    tool_definition,
+    wait_until,
+)
 
 INTERRUPTED = "[interrupted: tool aborted by user]"
 
@@ -114,3 +121,23 @@ async def test_4_8_a_command_the_server_lets_start_after_its_call_ended_is_kille
         # Left by its call, the start is ended by the worker it finished in: nothing runs.
         await wait_until(lambda: not alive(blocked[0]))
         assert env_processes(env) == []
+
+
+async def test_3_4_3_kill_command_ends_a_command_whose_start_waits_on_a_stopped_server(
+    env: penguin.Environment, tmp_path: Path
+) -> None:
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    args = {"description": "x", "cmd": "sleep 30", "workdir": str(remote)}
+    with stopped_server(remote) as server:
+        launched = await call(env, "exec_command", {**args, "run_in_background": True})
+        process_id = process_id_in(launched.output)
+        await wait_until(server.waiting)  # its start waits on the server
+        killed = await call(env, "kill_command", {"process_id": process_id})
+        assert not server.given_up
+        assert [c.process_id for c in env.list_background_commands()] == []
+    assert killed.stop_reason == "completed"
+    assert killed.output == (
+        f"[process {process_id} killed "
+        "(SIGTERM to the process group, SIGKILL after a grace period)]"
+    )

@@ -224,7 +224,7 @@ class CommandSession:
         self._spawned: SpawnedProcess | None = None
         self._pending_signals: list[int] = []
         self._unstarted = trio.CancelScope()
-        """Around the wait before the spawn: a release ends that wait (nothing starts)."""
+        """Around the wait before the spawn and the spawn: a release ends them (nothing starts)."""
         self._last_probe = -math.inf
         self._watch_scope = trio.CancelScope(shield=True)
         self._input: deque[bytes] | None = deque()
@@ -415,17 +415,25 @@ class CommandSession:
         background: bool,
         sandbox: CommandSandbox | None = None,
     ) -> SpawnedProcess | None:
-        """Start the process; ``None`` when released first or (background) it failed."""
+        """Start the process; ``None`` when released first or (background) it failed.
+
+        A release ends the wait for the environment, and the start itself where it can
+        be left (``_process.spawn_process``: a directory whose file server stopped
+        answering); a start that returns has no checkpoint before :meth:`_started`.
+        """
+        spawned = None
         with self._unstarted:
             env = await environment()
-        if self._release.is_set():
-            return None
-        try:
-            spawned = await _start_process(argv, self.cwd, env, tty, executable, sandbox)
-        except SpawnError as exc:
-            if not background:
-                raise
-            self._never_started(str(exc))
+            if self._release.is_set():
+                return None
+            try:
+                spawned = await _start_process(argv, self.cwd, env, tty, executable, sandbox)
+            except SpawnError as exc:
+                if not background:
+                    raise
+                self._never_started(str(exc))
+                return None
+        if spawned is None:  # released during the start: nothing started, or it was ended
             return None
         self._started(spawned)
         return spawned
