@@ -14,6 +14,8 @@ session the loop serves, and a server's every answer. So only a directory known 
 on a local file system (:data:`LOCAL_TYPES`) is started in from the loop. Any other
 directory, and any directory while the table cannot be read, is started in from a
 worker thread: the start costs a hop, and a hung server holds up that one command.
+The same answer keeps such a command away from the sandbox's spawner, which changes
+into the directory itself and starts one command at a time (``_commands``).
 
 How a directory is placed: by its path, against the mount points, without a system
 call. The longest mount point that is a prefix of the normalised path gives the file
