@@ -125,28 +125,11 @@ async def run_in_worker(fn: Callable[[*_Ts], _T], *args: *_Ts) -> _T:
     there is no message loop for ``trio.from_thread``, and ``fn`` runs in the thread's
     own context, not a copy of the caller's. So ``fn`` must not use
     ``trio.from_thread`` (a call that wants to stop when cancelled takes
-    :func:`run_cancellable_in_worker`'s check) or read the caller's context variables.
+    :func:`run_leavable_in_worker`'s check) or read the caller's context variables.
     On a 2-core machine a hop costs ~55 µs of CPU this way against ~90 µs through
     ``run_sync`` (``benchmarks/thread_hop.py``), and a batch task makes about a dozen.
     """
-    return await _hop(functools.partial(fn, *args), [None])
-
-
-async def run_cancellable_in_worker(work: Callable[[Callable[[], None]], _T]) -> _T:
-    """:func:`run_in_worker` of ``work(check)``, where ``check()`` raises on a cancel.
-
-    ``check()`` raises ``Cancelled`` once the caller is cancelled, and does nothing
-    before: ``trio.from_thread.check_cancelled``'s part, for a blocking call that stops
-    between its steps (a file tool before it commits its write, a scan per chunk).
-    """
-    register: _CancelRegister = [None]
-
-    def check() -> None:
-        check_now = register[0]
-        if check_now is not None:
-            check_now()
-
-    return await _hop(functools.partial(work, check), register)
+    return await _hop(functools.partial(fn, *args))
 
 
 LEAVE_GRACE: Final = 1.0
@@ -172,14 +155,15 @@ async def run_leavable_in_worker(
     left: Callable[[_T], None] | None = None,
     grace: float = LEAVE_GRACE,
 ) -> _T:
-    """:func:`run_cancellable_in_worker`, but a cancel waits at most ``grace`` seconds.
+    """``work(check)`` in a worker thread, where ``check()`` raises once the caller is cancelled.
 
     For a blocking call that may wait on something that stopped answering (a file
     server, a process's ``chdir`` into a directory on one), where a tool call's
     interrupt and time limit must still end the call. A cancel that comes while
-    ``work`` runs makes ``check()`` raise in the thread, and is delivered once ``work``
-    returns, as with :func:`run_cancellable_in_worker`, when that is within ``grace``
-    seconds (always, on a file system that answers). Otherwise the caller leaves the
+    ``work`` runs makes ``check()`` raise in the thread (Trio's own ``Cancelled``, so a
+    call stops between its steps: a file tool before it commits its write), and is
+    delivered once ``work`` returns, when that is within ``grace`` seconds (always, on
+    a file system that answers). Otherwise the caller leaves the
     call: ``Cancelled`` is raised then, and ``work`` goes on in its thread, stopping
     at its next ``check()``. A value it returns all the same is given to ``left`` in
     that thread, to release what it holds (a process started too late); an exception
@@ -195,7 +179,7 @@ async def run_leavable_in_worker(
     def check() -> None:
         raise_cancel = handover.raise_cancel
         if raise_cancel is not None:
-            raise_cancel()  # Trio's Cancelled, as run_cancellable_in_worker's check raises
+            raise_cancel()  # Trio's Cancelled, from the abort
 
     def back_in_trio(result: outcome.Outcome[_T]) -> None:
         trio.lowlevel.reschedule(task, result)
@@ -228,14 +212,10 @@ async def run_leavable_in_worker(
     return value
 
 
-_CancelRegister = list[Callable[[], None] | None]
-"""Where a call's cancel check is: None until there is something to check."""
-
-
-async def _hop(call: Callable[[], _T], register: _CancelRegister) -> _T:
+async def _hop(call: Callable[[], _T]) -> _T:
     await trio.lowlevel.checkpoint_if_cancelled()
     if not _slots.take():
-        return await _queued(call, register)
+        return await trio.to_thread.run_sync(call)  # waits for a token of its limiter
     task = trio.lowlevel.current_task()
     token = trio.lowlevel.current_trio_token()
 
@@ -253,8 +233,7 @@ async def _hop(call: Callable[[], _T], register: _CancelRegister) -> _T:
             token.run_sync_soon(back_in_trio, result)
 
     def abort(raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
-        register[0] = raise_cancel  # the call sees it at its next check
-        return trio.lowlevel.Abort.FAILED
+        return trio.lowlevel.Abort.FAILED  # never abandoned: the cancel waits for the value
 
     try:
         trio.lowlevel.start_thread_soon(work, deliver)
@@ -263,13 +242,3 @@ async def _hop(call: Callable[[], _T], register: _CancelRegister) -> _T:
         raise
     value: _T = await trio.lowlevel.wait_task_rescheduled(abort)
     return value
-
-
-async def _queued(call: Callable[[], _T], register: _CancelRegister) -> _T:
-    """The call through ``trio.to_thread.run_sync``, which waits for a token of its limiter."""
-
-    def in_thread() -> _T:
-        register[0] = trio.from_thread.check_cancelled  # trio's own, in its own threads
-        return call()
-
-    return await trio.to_thread.run_sync(in_thread)

@@ -13,7 +13,6 @@ thread, whose late value goes to a disposer.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -23,12 +22,7 @@ import trio
 import trio.testing
 
 from penguin import _concurrency
-from penguin._concurrency import (
-    WORKER_SLOTS,
-    run_cancellable_in_worker,
-    run_in_worker,
-    run_leavable_in_worker,
-)
+from penguin._concurrency import WORKER_SLOTS, run_in_worker, run_leavable_in_worker
 
 
 @pytest.fixture
@@ -180,13 +174,13 @@ async def test_20_1_with_no_free_thread_token_the_call_waits_for_one() -> None:
     assert limiter.borrowed_tokens == 0
 
 
-async def test_20_1_the_check_passes_while_the_caller_is_not_cancelled() -> None:
+async def test_design_2_the_check_passes_while_the_caller_is_not_cancelled() -> None:
     def work(check: Callable[[], None]) -> str:
         for _ in range(3):
             check()
         return "done"
 
-    assert await run_cancellable_in_worker(work) == "done"
+    assert await run_leavable_in_worker(work) == "done"
 
 
 class _Write:
@@ -205,28 +199,16 @@ class _Write:
         self.steps.append("committed")  # must not happen: the caller was cancelled
 
 
-async def _write_in(
-    scope: trio.CancelScope, write: _Write, runner: Runner = run_cancellable_in_worker
-) -> None:
+async def _write_in(scope: trio.CancelScope, write: _Write) -> None:
     with scope:
-        await runner(write)
+        await run_leavable_in_worker(write, grace=60)
 
 
-Runner = Callable[[Callable[[Callable[[], None]], None]], Awaitable[None]]
-
-
-@pytest.mark.parametrize(
-    "runner",
-    [run_cancellable_in_worker, functools.partial(run_leavable_in_worker, grace=60)],
-    ids=["cancellable", "leavable"],
-)
-async def test_20_1_the_check_raises_cancelled_once_the_caller_is_cancelled(
-    runner: Runner,
-) -> None:
+async def test_design_2_the_check_raises_cancelled_once_the_caller_is_cancelled() -> None:
     """A write_file is cancelled before it commits: its check raises, nothing lands."""
     write, scope = _Write(), trio.CancelScope()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_write_in, scope, write, runner)
+        nursery.start_soon(_write_in, scope, write)
         await trio.to_thread.run_sync(write.started.wait)
         scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
@@ -237,25 +219,19 @@ async def test_20_1_the_check_raises_cancelled_once_the_caller_is_cancelled(
 
 
 @pytest.mark.usefixtures("no_free_slot")
-async def test_20_1_a_queued_call_keeps_its_check() -> None:
-    """With no thread token free the call queues through run_sync; the check still works."""
+async def test_design_2_a_leavable_call_takes_neither_a_slot_nor_a_thread_token() -> None:
+    """A call left waiting on a stopped server must not hold up the short calls."""
     limiter = trio.to_thread.current_default_thread_limiter()
     limiter.total_tokens = 1
     holder = object()
     await limiter.acquire_on_behalf_of(holder)
-    write, scope = _Write(), trio.CancelScope()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_write_in, scope, write)
-        await trio.testing.wait_all_tasks_blocked()
-        assert limiter.statistics().tasks_waiting == 1
+    try:
+        with trio.fail_after(10):
+            where = await run_leavable_in_worker(lambda check: threading.get_ident())
+    finally:
         limiter.release_on_behalf_of(holder)
-        # (the default limiter's one token is the call's now: wait on a limiter of our own)
-        await trio.to_thread.run_sync(write.started.wait, limiter=trio.CapacityLimiter(1))
-        scope.cancel()
-        await trio.testing.wait_all_tasks_blocked()
-        write.let_go.set()
-    assert scope.cancelled_caught
-    assert write.steps == ["checked before the cancel"]
+    assert where != threading.get_ident()
+    assert _concurrency._slots.taken == 0
 
 
 async def test_design_2_a_leavable_call_gives_its_value_or_its_exception() -> None:

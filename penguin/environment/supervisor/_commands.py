@@ -776,16 +776,19 @@ async def _start_process(
     """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot."""
     try:
         spawned = None
+        local = await on_local_disk(cwd)
         # The sandbox's spawner starts it, in its namespaces. The spawner changes into
         # the directory itself, and serves one start at a time: only a local one.
-        if sandbox is not None and await on_local_disk(cwd):
+        if sandbox is not None and local:
             spawned = await launch_process(
                 sandbox, argv, cwd=cwd, env=env, tty=tty, executable=executable
             )
         if spawned is None:
             if sandbox is not None:  # it enters the sandbox's namespaces itself
                 argv, executable = await sandbox.wrap(argv, executable, cwd, env.get("PATH"))
-            spawned = await spawn_process(argv, cwd=cwd, env=env, tty=tty, executable=executable)
+            spawned = await spawn_process(
+                argv, cwd=cwd, env=env, tty=tty, executable=executable, local=local
+            )
     except OSError as exc:
         raise SpawnError(_os_error_text(exc)) from exc
     except ValueError as exc:  # an embedded NUL byte in the command, cwd or env

@@ -239,11 +239,13 @@ async def spawn_process(
     env: Mapping[str, str],
     tty: bool,
     executable: str | None = None,
+    local: bool | None = None,
 ) -> SpawnedProcess:
     """Start ``argv`` in a new session; raise ``OSError`` when it cannot start.
 
     ``executable`` is the file run when ``argv[0]`` is only the name the program is
-    given (``None``: ``argv[0]`` is the file).
+    given (``None``: ``argv[0]`` is the file). ``local`` is :func:`on_local_disk`'s
+    answer for ``cwd`` when the caller already has it (``None``: asked here).
     """
     # Every start, however made: a new session (the root leads its group), this env and cwd.
     options: dict[str, Any] = {
@@ -253,7 +255,9 @@ async def spawn_process(
         "start_new_session": True,
     }
     since, mark = started_from_now(), pid_mark()
-    if _HAS_PIDFD and (tty or not await on_local_disk(cwd)):
+    if local is None:
+        local = await on_local_disk(cwd)
+    if _HAS_PIDFD and (tty or not local):
         # In a worker: a tty's child runs Python before its exec (it claims the
         # terminal), and a chdir may wait on another machine. A cancel leaves the start
         # after a second; a command that starts later is killed (_Child.discard).
