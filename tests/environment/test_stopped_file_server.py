@@ -1,11 +1,12 @@
-"""Reference 1.6 and 1.8 where a file server stopped answering: a call still ends on time.
+"""Reference 1.6 and 1.8, and mcp.md M1.3, where a file server stopped answering: on time.
 
 A tool call's signal fires on the caller's interrupt or on the time limit, and the call
 then ends ``aborted`` or with ``[tool timeout: …]``. A file tool's work, or a command's
 start in a directory on a network file system, waits in a worker thread for a server
-that stopped answering; the call must not wait with it. Every test here mounts a real
-FUSE file system whose server does not answer (``tests/stopped_server.py``), and its
-guard thread answers after ten seconds: a call that came back only then failed. Each
+that stopped answering; the call must not wait with it. An MCP stdio server started
+there fails within its connect budget, and the session goes on. Every test here mounts
+a real FUSE file system whose server does not answer (``tests/stopped_server.py``), and
+its guard thread answers after ten seconds: a call that came back only then failed. Each
 runs with the kernel sandbox and without (a sandboxed command in such a directory is
 started through ``nsenter``, not the sandbox's spawner, which would wait in its ``chdir``).
 """
@@ -16,12 +17,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 import penguin
+from penguin.config import McpStdioTransport
 
 from ..stopped_server import StoppedServer, stopped_server
+from .mcp.support import stdio_server
 from .processes import (
     alive,
     call,
@@ -141,3 +145,28 @@ async def test_3_4_3_kill_command_ends_a_command_whose_start_waits_on_a_stopped_
         f"[process {process_id} killed "
         "(SIGTERM to the process group, SIGKILL after a grace period)]"
     )
+
+
+async def test_m1_3_an_mcp_server_whose_cwd_is_on_a_stopped_server_fails_within_its_budget(
+    tmp_path: Path, workspace: Path, sandbox: penguin.SandboxPolicy | None
+) -> None:
+    """Its start waits in a worker a cancel leaves; the server, let in later, is killed."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    entry = stdio_server(connect_timeout_ms=300)
+    assert isinstance(entry.transport, McpStdioTransport)
+    transport = attrs.evolve(entry.transport, cwd=str(remote), sandbox=sandbox is not None)
+    entry = attrs.evolve(entry, transport=transport)
+    config = penguin.EnvironmentConfig(
+        workspace_dir=workspace, mcp_servers=[entry], sandbox=sandbox
+    )
+    with stopped_server(remote) as server:
+        async with penguin.Environment.open(config) as env:
+            (result,) = await env.connect_mcp()
+            assert not server.given_up  # it failed while the server still did not answer
+            blocked = server.waiting_children()  # the server's process, still in its chdir
+            assert len(blocked) == 1
+            server.let_in()  # the file server comes back: the chdir succeeds
+            await wait_until(lambda: not alive(blocked[0]))  # and the late start is killed
+    assert (result.server, result.status) == ("s", "failed")
+    assert result.error == "no answer within 0.3s"

@@ -1,8 +1,9 @@
 """A stdio MCP server as a child of its Environment (spec/mcp.md M1.5).
 
-Owns the server's process: it is spawned here with Trio (not by the SDK's
-``stdio_client``, which neither passes the whole environment nor lets the
-Environment mark and supervise the process), as the leader of a new session and
+Owns the server's process: it is spawned here (``supervisor.spawn_piped``, not by the
+SDK's ``stdio_client``, which neither passes the whole environment nor lets the
+Environment mark and supervise the process; nor can its start be left when ``cwd`` is
+on a file server that stopped answering), as the leader of a new session and
 process group, with the process's environment plus the entry's ``env`` plus the
 Environment's owner marker (``PENGUIN_OWNER``), so the host's watchdog and the
 Environment's closing sweep find it and everything it started. Its stdout and stdin
@@ -28,12 +29,11 @@ import collections
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, cast, final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 import attrs
@@ -43,7 +43,14 @@ from mcp.shared.message import SessionMessage
 
 from penguin.config import McpStdioTransport
 
-from ..supervisor import OWNER_VARIABLE, SpawnedProcess, end_process_tree, host_watchdog
+from ..supervisor import (
+    OWNER_VARIABLE,
+    ServerProcess,
+    SpawnedProcess,
+    end_process_tree,
+    host_watchdog,
+    spawn_piped,
+)
 
 if TYPE_CHECKING:
     from ..sandbox import CommandSandbox
@@ -63,7 +70,7 @@ _CHUNK: Final = 256 * 1024
 class StdioServer:
     """A running stdio server: its process, how it ended, what it last said on stderr."""
 
-    process: trio.Process
+    process: ServerProcess
     owner: str
     exited: trio.Event = attrs.field(factory=trio.Event)
     garbage: str | None = None
@@ -147,24 +154,14 @@ async def open_stdio_server(
     if sandbox is not None:  # the entry opted in (spec/sandbox.md X2.5)
         env.update(sandbox.environment())
         argv, _ = await sandbox.wrap(argv, None, cwd, env.get("PATH"))
-    process = await trio.lowlevel.open_process(
-        list(argv),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    piped = await spawn_piped(argv, cwd=cwd, env=env)
+    process = piped.process
     server = StdioServer(process=process, owner=owner)
-    assert process.stdin is not None
-    assert process.stdout is not None
-    assert process.stderr is not None
     spawned = SpawnedProcess(
         process=process,
         pgid=process.pid,
-        output=cast(trio.lowlevel.FdStream, process.stdout),
-        stdin=cast(trio.lowlevel.FdStream, process.stdin),
+        output=piped.stdout,
+        stdin=piped.stdin,
         tty=False,
         started_at=time.time(),
     )
@@ -187,8 +184,7 @@ async def open_stdio_server(
         await end_tree()  # what it started goes with it
 
     async def read_stdout() -> None:
-        stdout = process.stdout
-        assert stdout is not None
+        stdout = piped.stdout
         buffer = bytearray()
         with read_send:
             while True:
@@ -223,8 +219,7 @@ async def open_stdio_server(
                     return
 
     async def write_stdin() -> None:
-        stdin = process.stdin
-        assert stdin is not None
+        stdin = piped.stdin
         try:
             async with write_receive:
                 async for item in write_receive:
@@ -234,8 +229,7 @@ async def open_stdio_server(
             read_send.close()
 
     async def read_stderr() -> None:
-        stderr = process.stderr
-        assert stderr is not None
+        stderr = piped.stderr
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
             while chunk := await stderr.receive_some(_CHUNK):
                 server.stderr_tail.append(bytes(chunk[-_TAIL:]))
@@ -252,7 +246,7 @@ async def open_stdio_server(
                 server.closing = True
                 write_send.close()
                 with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-                    await process.stdin.aclose()
+                    await piped.stdin.aclose()
                 with trio.move_on_after(EXIT_WAIT):
                     await server.exited.wait()
                 await end_tree()

@@ -33,9 +33,12 @@ from ._environ import Shell as Shell
 from ._environ import resolve_shell as resolve_shell
 from ._login import LoginFiles as LoginFiles
 from ._login import SharedLogin as SharedLogin
+from ._process import PipedProcess as PipedProcess
+from ._process import ServerProcess as ServerProcess
 from ._process import SpawnedProcess as SpawnedProcess
 from ._process import end_process_tree as end_process_tree
 from ._process import kill_marked as kill_marked
+from ._process import spawn_piped as spawn_piped
 from ._proctable import OWNER_VARIABLE as OWNER_VARIABLE
 from ._reports import BackgroundReport as BackgroundReport
 from ._reports import ExitStatus as ExitStatus

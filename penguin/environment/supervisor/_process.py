@@ -16,7 +16,9 @@ What this module owns:
   where a server that stops answering holds up that one command, not the loop, and a
   cancel leaves the start after a second (:func:`~penguin._concurrency.run_leavable_in_worker`):
   the call ends at its interrupt or time limit, and a command the server lets start
-  later is killed and reaped in that worker (:meth:`_Child.discard`).
+  later is killed and reaped in that worker (:meth:`_Child.discard`). A server penguin
+  speaks with over its stdin and stdout (an MCP stdio server) starts the same way, with
+  a pipe of its own for each of the three (:func:`spawn_piped`).
 - **Signalling a group** (:func:`signal_group`), the one place a ``killpg`` is sent, and
   waiting for a leader's exit without reaping it (:func:`wait_exited`).
 - **Ending** a process tree so that nothing survives (:func:`end_process_tree`).
@@ -93,7 +95,7 @@ import termios
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol, final
+from typing import Any, Final, Protocol, cast, final
 
 import attrs
 import trio
@@ -122,13 +124,16 @@ __all__ = [
     "PIPE_SIZE",
     "ExitWatch",
     "Launcher",
+    "PipedProcess",
     "RootProcess",
+    "ServerProcess",
     "SpawnedProcess",
     "end_process_tree",
     "exit_watch",
     "kill_marked",
     "launch_process",
     "signal_group",
+    "spawn_piped",
     "spawn_process",
     "sweep_marked",
     "wait_exited",
@@ -174,6 +179,15 @@ class RootProcess(Protocol):
 
     async def wait(self) -> int:
         """Wait for the exit, reap, return the status (``-N`` for signal N)."""
+        ...
+
+
+class ServerProcess(RootProcess, Protocol):
+    """A :class:`RootProcess` whose exit status can be read without waiting."""
+
+    @property
+    def returncode(self) -> int | None:
+        """The status once it exited (reaping it), ``None`` while it runs."""
         ...
 
 
@@ -387,15 +401,49 @@ class _Child:
             os.close(slave)
         return cls(popen), master, os.dup(master)
 
+    @classmethod
+    def start_with_pipes(
+        cls, argv: Sequence[str], options: Mapping[str, Any]
+    ) -> tuple[_Child, int, int, int]:
+        """Start ``argv`` with a pipe of its own on each of stdin, stdout and stderr.
+
+        Gives it and penguin's ends of the three: stdin's writing end, stdout's and
+        stderr's reading ends.
+        """
+        ours: list[int] = []
+        theirs: list[int] = []
+        try:
+            for child_reads in (True, False, False):
+                read_end, write_end = os.pipe()
+                ours.append(write_end if child_reads else read_end)
+                theirs.append(read_end if child_reads else write_end)
+            stdin, stdout, stderr = theirs
+            popen = subprocess.Popen(
+                list(argv), stdin=stdin, stdout=stdout, stderr=stderr, **options
+            )
+        except BaseException:
+            for descriptor in ours:
+                os.close(descriptor)
+            raise
+        finally:
+            for descriptor in theirs:
+                os.close(descriptor)
+        return cls(popen), ours[0], ours[1], ours[2]
+
     @staticmethod
-    def discard(started: tuple[_Child, int, int]) -> None:
+    def discard(started: tuple[_Child, *tuple[int, ...]]) -> None:
         """End what a start gave a caller that had gone: kill the group, close, reap."""
-        child, output, writer = started
+        child, *descriptors = started
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)  # unreaped: the group is still its own
-        os.close(output)
-        os.close(writer)
+        for descriptor in descriptors:
+            os.close(descriptor)
         child._popen.wait()
+
+    @property
+    def returncode(self) -> int | None:
+        """The status once it exited (reaping it), ``None`` while it runs, as ``trio.Process``'s."""
+        return self._popen.poll()
 
     def exit_watch(self) -> ExitWatch:
         """A pidfd of it, and its ``Popen.poll``; raises ``OSError`` when none can be opened."""
@@ -470,6 +518,51 @@ def _open_pty() -> tuple[int, int]:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", _TTY_ROWS, _TTY_COLUMNS, 0, 0))
     return master, slave
+
+
+@final
+@attrs.frozen
+class PipedProcess:
+    """A process with a pipe of its own on each of stdin, stdout and stderr."""
+
+    process: ServerProcess
+    stdin: trio.lowlevel.FdStream
+    stdout: trio.lowlevel.FdStream
+    stderr: trio.lowlevel.FdStream
+
+
+async def spawn_piped(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> PipedProcess:
+    """Start ``argv`` in a new session with three pipes; raise ``OSError`` when it cannot start.
+
+    For a server penguin speaks with over stdin and stdout (an MCP stdio server), whose
+    stderr is read apart. Where the kernel has pidfds it starts in a worker that a cancel
+    leaves after a second, as a command off the local disks does: ``cwd`` may be on a
+    file server that stopped answering, and a server that starts too late is killed.
+    """
+    options: dict[str, Any] = {"cwd": cwd, "env": dict(env), "start_new_session": True}
+    if _HAS_PIDFD:
+        child, stdin, stdout, stderr = await run_leavable_in_worker(
+            lambda _check: _Child.start_with_pipes(argv, options), left=_Child.discard
+        )
+        return PipedProcess(
+            child,
+            trio.lowlevel.FdStream(stdin),
+            trio.lowlevel.FdStream(stdout),
+            trio.lowlevel.FdStream(stderr),
+        )
+    process = await trio.lowlevel.open_process(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **options,
+    )
+    return PipedProcess(  # pipes, on Unix: trio's FdStreams
+        process,
+        cast(trio.lowlevel.FdStream, process.stdin),
+        cast(trio.lowlevel.FdStream, process.stdout),
+        cast(trio.lowlevel.FdStream, process.stderr),
+    )
 
 
 def _output_pipe() -> tuple[int, int]:
