@@ -280,11 +280,19 @@ async def _small_b(env: penguin.Environment, script: Path, sessions: int, count:
             assert int(match.group(1)) == idents[process_id]
             seen[idents[process_id]].append(int(match.group(2)))
     wrong = [
-        f"session {i}: {len(seen.get(i, []))} lines"
+        f"session {i}: {len(seen.get(i, []))} lines, "
+        f"{'its report dropped output, ' if i in dropped else ''}"
+        f"missing {_gaps(seen.get(i, []), count)[:3]}"
         for i in range(sessions)
         if not _delivered_once(seen.get(i, []), count, dropped=i in dropped)
     ]
     return "; ".join(wrong)
+
+
+def _gaps(lines: list[int], count: int) -> list[tuple[int, int]]:
+    """The runs of line numbers missing between those seen, as (first, last) pairs."""
+    pairs = zip([0, *lines], [*lines, count + 1], strict=True)
+    return [(a + 1, b - 1) for a, b in pairs if b > a + 1]
 
 
 def _delivered_once(lines: list[int], count: int, *, dropped: bool) -> bool:
@@ -296,8 +304,8 @@ def _delivered_once(lines: list[int], count: int, *, dropped: bool) -> bool:
     """
     if not dropped:
         return lines == list(range(1, count + 1))
-    gaps = [(a, b) for a, b in zip([0, *lines], [*lines, count + 1], strict=True) if b != a + 1]
-    return lines == sorted(set(lines)) and len(gaps) == 1 and lines[-1] == count
+    ordered = lines == sorted(set(lines))
+    return ordered and len(_gaps(lines, count)) == 1 and bool(lines) and lines[-1] == count
 
 
 @pytest.fixture
