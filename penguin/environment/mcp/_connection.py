@@ -30,6 +30,9 @@ reports each failure once, in its own words, so that logger is kept off stderr
 
 from __future__ import annotations
 
+import os
+import ssl
+import threading
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -69,6 +72,39 @@ _PROTOCOL_HEADER: Final = "mcp-protocol-version"
 _CLIENT: Final = mcp_types.Implementation(name="penguin", version=__version__)
 
 quiet_library("mcp")
+
+_TLS_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+_TLS_LOCK: Final = threading.Lock()
+
+
+def _trust_settings() -> tuple[str | None, str | None]:
+    return os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+
+
+def _tls_context_for(settings: tuple[str | None, str | None]) -> ssl.SSLContext:
+    """httpx2's default context for these trust settings, made once (blocking: a worker's)."""
+    with _TLS_LOCK:
+        context = _TLS_CONTEXTS.get(settings)
+        if context is None:
+            context = _TLS_CONTEXTS[settings] = httpx2.create_ssl_context()
+        return context
+
+
+async def remote_tls_context() -> ssl.SSLContext:
+    """The TLS context of remote MCP connections: one per process, made in a worker.
+
+    It is httpx2's default, the one the SDK's clients would make each for itself: the
+    system's trust store, or ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set (the SDK's
+    choice, not certifi's bundle as penguin's model clients have, so a CA installed in
+    the system store verifies). Making one reads and parses the CA files, about 30 ms
+    of CPU here, which every session of a batch with a remote server paid; it is made
+    once for each value of the two variables, as they are when a connection opens.
+    """
+    settings = _trust_settings()
+    context = _TLS_CONTEXTS.get(settings)
+    if context is None:
+        context = await run_in_worker(_tls_context_for, settings)
+    return context
 
 
 def error_reason(exc: BaseException) -> str:
@@ -207,10 +243,9 @@ class McpConnection:
             return read, write
         assert isinstance(transport, McpRemoteTransport)
         headers = dict(transport.headers)
-        # httpx2's own default TLS context (the system's trust store, SSL_CERT_FILE or
-        # SSL_CERT_DIR), which a client would otherwise make where it is built, on the
-        # loop's thread: it reads the CA files (DESIGN §2).
-        tls = await run_in_worker(httpx2.create_ssl_context)
+        # httpx2's own default TLS context, which a client would otherwise make where it
+        # is built, on the loop's thread: it reads the CA files (DESIGN §2).
+        tls = await remote_tls_context()
         if transport.kind == "sse":
 
             def client_with_tls(

@@ -7,10 +7,12 @@ import os
 import sys
 from pathlib import Path
 
+import certifi
 import pytest
 
 import penguin
 from penguin.config import ToolDefinitionConfig
+from penguin.environment.mcp._connection import remote_tls_context
 
 from ..processes import alive, marked_processes, wait_gone
 from .support import (
@@ -225,3 +227,30 @@ async def test_m1_5_a_server_that_crashes_takes_what_it_started_with_it(workspac
         out = await call(env, "crash")
         assert (out.output, out.stop_reason) == ('[mcp error: server "s" disconnected]', "failed")
         await wait_gone([server, inside, outside])
+
+
+@pytest.fixture
+def one_ca(tmp_path: Path) -> Path:
+    """A CA file holding one certificate (the first of certifi's bundle)."""
+    bundle = Path(certifi.where()).read_text()
+    end = "-----END CERTIFICATE-----\n"
+    path = tmp_path / "one-ca.pem"
+    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end)] + end)
+    return path
+
+
+async def test_20_1_remote_connections_share_one_tls_context_per_trust_setting(
+    one_ca: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made once per process (30 ms of CPU each), for SSL_CERT_FILE/SSL_CERT_DIR as they are."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    system = await remote_tls_context()
+    assert await remote_tls_context() is system
+    monkeypatch.setenv("SSL_CERT_FILE", str(one_ca))
+    own = await remote_tls_context()
+    assert own is not system
+    assert own.cert_store_stats()["x509_ca"] == 1  # the file the variable names, and only it
+    assert await remote_tls_context() is own
+    monkeypatch.delenv("SSL_CERT_FILE")
+    assert await remote_tls_context() is system
