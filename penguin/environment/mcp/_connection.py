@@ -214,7 +214,11 @@ class McpConnection:
             and isinstance(transport, McpStdioTransport)
             and isinstance(exc, OSError)
         ):
-            return f"cannot start {transport.command!r}: {error_reason(exc)}"
+            directory = self.workspace / transport.cwd if transport.cwd else self.workspace
+            where = ""
+            if exc.filename is not None and os.fspath(exc.filename) == os.fspath(directory):
+                where = f" in {os.fspath(directory)!r}"  # its chdir failed, not its exec
+            return f"cannot start {transport.command!r}{where}: {error_reason(exc)}"
         return error_reason(exc)
 
     def timeout_reason(self, seconds: float) -> str:

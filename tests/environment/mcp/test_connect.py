@@ -7,11 +7,12 @@ import os
 import sys
 from pathlib import Path
 
+import attrs
 import certifi
 import pytest
 
 import penguin
-from penguin.config import ToolDefinitionConfig
+from penguin.config import McpStdioTransport, ToolDefinitionConfig
 from penguin.environment.mcp._connection import remote_tls_context
 
 from ..processes import alive, marked_processes, wait_gone
@@ -227,6 +228,23 @@ async def test_m1_5_a_server_that_crashes_takes_what_it_started_with_it(workspac
         out = await call(env, "crash")
         assert (out.output, out.stop_reason) == ('[mcp error: server "s" disconnected]', "failed")
         await wait_gone([server, inside, outside])
+
+
+async def test_m1_3_a_stdio_server_whose_directory_is_missing_names_the_directory(
+    workspace: Path,
+) -> None:
+    """Its command exists; the start failed in the chdir, so the reason names the directory."""
+    entry = stdio_server("s")
+    assert isinstance(entry.transport, McpStdioTransport)
+    transport = attrs.evolve(entry.transport, cwd="missing/dir")
+    config = environment_config(workspace, attrs.evolve(entry, transport=transport))
+    async with penguin.Environment.open(config) as env:
+        (result,) = await env.connect_mcp()
+    assert result.status == "failed"
+    assert result.error == (
+        f"cannot start {sys.executable!r} in {str(workspace / 'missing' / 'dir')!r}: "
+        "No such file or directory"
+    )
 
 
 @pytest.fixture
