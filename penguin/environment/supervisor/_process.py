@@ -187,7 +187,7 @@ class ServerProcess(RootProcess, Protocol):
 
     @property
     def returncode(self) -> int | None:
-        """The status once it exited (reaping it), ``None`` while it runs."""
+        """The status once it exited, ``None`` while it runs (``-N`` for signal N)."""
         ...
 
 
@@ -442,8 +442,21 @@ class _Child:
 
     @property
     def returncode(self) -> int | None:
-        """The status once it exited (reaping it), ``None`` while it runs, as ``trio.Process``'s."""
-        return self._popen.poll()
+        """The status once it exited, ``None`` while it runs (``-N`` for signal N).
+
+        Read without reaping it (``WNOWAIT``), unlike ``trio.Process.returncode``: an
+        unreaped leader keeps its group's id its own, so a later ``killpg`` of the
+        group reaches no one else (the rule at the top of this module).
+        """
+        if self._popen.returncode is not None:
+            return self._popen.returncode
+        try:
+            peeked = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped meanwhile by its wait
+            return self._popen.returncode
+        if peeked is None:
+            return None
+        return peeked.si_status if peeked.si_code == os.CLD_EXITED else -peeked.si_status
 
     def exit_watch(self) -> ExitWatch:
         """A pidfd of it, and its ``Popen.poll``; raises ``OSError`` when none can be opened."""
@@ -657,8 +670,8 @@ async def wait_exited(process: RootProcess) -> None:
     The leader of a group stays a zombie until someone reaps it (``process.wait()``),
     and until then its group id cannot name anyone else's group: a caller that still
     has a group to signal after its leader ended waits here, signals, and reaps last.
-    Returns at once for a process already reaped. (Reading ``process.returncode``
-    would reap it: it polls.)
+    Returns at once for a process already reaped. (Reading a ``trio.Process``'s
+    ``returncode`` would reap it: it polls. A :class:`_Child`'s only looks.)
     """
     if _HAS_PIDFD:
         try:

@@ -591,3 +591,22 @@ async def test_20_5_a_command_that_cannot_start_raises_and_leaks_no_descriptor(
             ["no-such-program-penguin"], cwd=tmp_path, env=dict(os.environ), tty=False
         )
     assert _open_fds() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the pidfd start")
+@pytest.mark.parametrize(("script", "status"), [("exit 3", 3), ("kill -KILL $$", -9)])
+async def test_10_3_a_piped_servers_status_is_read_without_reaping_it(
+    tmp_path: Path, script: str, status: int
+) -> None:
+    """An MCP stdio server's status, read before it is waited for, leaves it a zombie."""
+    started = await _process.spawn_piped(["bash", "-c", script], cwd=tmp_path, env=dict(os.environ))
+    try:
+        await _process.wait_exited(started.process)
+        assert started.process.returncode == status
+        assert started.process.returncode == status  # asked again: still there
+        assert psutil.Process(started.process.pid).status() == psutil.STATUS_ZOMBIE
+        assert await started.process.wait() == status  # reaped only here
+        assert started.process.returncode == status
+    finally:
+        for stream in (started.stdin, started.stdout, started.stderr):
+            await stream.aclose()
