@@ -163,13 +163,13 @@ async def run_leavable_in_worker(
     ``work`` runs makes ``check()`` raise in the thread (Trio's own ``Cancelled``, so a
     call stops between its steps: a file tool before it commits its write), and is
     delivered once ``work`` returns, when that is within ``grace`` seconds (always, on
-    a file system that answers). Otherwise the caller leaves the
-    call: ``Cancelled`` is raised then, and ``work`` goes on in its thread, stopping
-    at its next ``check()``. A value it returns all the same is given to ``left`` in
-    that thread, to release what it holds (a process started too late); an exception
-    is dropped. The thread is one of Trio's cached threads, outside
-    :data:`WORKER_SLOTS`: a call left waiting must not hold up the short calls. Without
-    a cancel it costs what :func:`run_in_worker` costs: one hop there and one back.
+    a file system that answers). Otherwise the caller leaves the call: ``Cancelled`` is
+    raised then, and ``work`` goes on in its thread, stopping at its next ``check()``.
+    A value it returns all the same is given to ``left`` in that thread, to release
+    what it holds (a process started too late); an exception is dropped. The thread is
+    one of Trio's cached threads, outside :data:`WORKER_SLOTS`: a call left waiting must
+    not hold up the short calls. Without a cancel it costs what :func:`run_in_worker`
+    costs: one hop there and one back.
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     task = trio.lowlevel.current_task()
