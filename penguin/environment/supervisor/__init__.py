@@ -33,7 +33,6 @@ from ._environ import Shell as Shell
 from ._environ import resolve_shell as resolve_shell
 from ._login import LoginFiles as LoginFiles
 from ._login import SharedLogin as SharedLogin
-from ._process import PipedProcess as PipedProcess
 from ._process import ServerProcess as ServerProcess
 from ._process import SpawnedProcess as SpawnedProcess
 from ._process import end_process_tree as end_process_tree
@@ -75,6 +74,7 @@ __all__ = [
     "ReportChannel",
     "RoundExit",
     "Running",
+    "ServerProcess",
     "SharedLogin",
     "Shell",
     "SpawnError",
@@ -90,4 +90,5 @@ __all__ = [
     "report_label",
     "resolve_shell",
     "round_exit",
+    "spawn_piped",
 ]
