@@ -14,26 +14,35 @@ c. connecting 4 servers in parallel (``connect_mcp``: spawn, initialize, list)
    so the figure is penguin's connect phase; the same ratio with SDK servers is
    printed after it for reference: each of those spends ~0.5 s of CPU importing, so
    four of them on a 2-CPU machine take about twice as long as one, whatever the
-   client does.
+   client does;
+d. sessions connecting one remote server (Streamable HTTP on 127.0.0.1), each in an
+   Environment of its own, one after another: this process's CPU per connect, the
+   first (which makes the process's TLS context for remote servers) and the median
+   of the others, beside the CPU of making one such context, measured here: what each
+   connect paid on top before the context was shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import trio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 import penguin
 from penguin import protocol as om
-from penguin.config import McpServerConfig, McpStdioTransport
+from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTransport
 
 REPO = Path(__file__).resolve().parents[1]
 ARGS = ("-m", "benchmarks._mcp_server")
@@ -143,12 +152,58 @@ async def bench_connect(rounds: int, workspace: Path) -> None:
     print(f"    ({sdk_four / sdk_one:.2f} x; their start-up is CPU-bound, {os.cpu_count()} CPUs)")
 
 
+@contextlib.contextmanager
+def _http_server(workspace: Path) -> Iterator[str]:
+    """The benchmark's server over Streamable HTTP, in a process of its own: its URL."""
+    port_file = workspace / "port"
+    command = [sys.executable, "-m", "benchmarks._mcp_server", "--http", str(port_file)]
+    process = subprocess.Popen(command, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text()):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the HTTP server of the benchmark did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    finally:
+        process.kill()
+        process.wait()
+
+
+async def _remote_connect(workspace: Path, url: str) -> float:
+    """CPU seconds of this process for one Environment connecting ``url`` (open to close)."""
+    remote = McpServerConfig(name="remote", transport=McpRemoteTransport(kind="http", url=url))
+    config = penguin.EnvironmentConfig(workspace_dir=workspace, tools=[], mcp_servers=[remote])
+    start = time.process_time()
+    async with penguin.Environment.open(config) as env:
+        (result,) = await env.connect_mcp()
+        assert result.status == "completed", result
+    return time.process_time() - start
+
+
+async def bench_remote(sessions: int, workspace: Path) -> None:
+    with _http_server(workspace) as url:
+        costs = [await _remote_connect(workspace, url) for _ in range(sessions)]
+    contexts = []
+    for _ in range(5):
+        start = time.process_time()
+        httpx2.create_ssl_context()
+        contexts.append(time.process_time() - start)
+    later = statistics.median(costs[1:])
+    print(f"(d) {sessions} sessions connecting one remote server, one after another (CPU)")
+    print(f"    first connect           {costs[0] * 1000:8.1f} ms (makes the TLS context)")
+    print(f"    later connects          {later * 1000:8.1f} ms, median")
+    print(f"    one TLS context         {statistics.median(contexts) * 1000:8.1f} ms, median of 5")
+
+
 async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="penguin-bench-") as tmp:
         workspace = Path(tmp)
         await bench_calls(300 if quick else 3000, workspace)
         print()
         await bench_connect(3 if quick else 7, workspace)
+        print()
+        await bench_remote(5 if quick else 40, workspace)
 
 
 if __name__ == "__main__":
