@@ -44,6 +44,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Final, final
 
 import attrs
@@ -269,11 +270,11 @@ def _await_environments(entries: list[ProcessEntry], awaiting: list[int]) -> Non
         _remember_envless((entries[index].pid, int(entries[index].started)))
 
 
-def _read_procfs(newer_than: float, since: PidMark | None) -> ProcessTable:
+def _read_procfs(newer_than: float, since: Sequence[PidMark]) -> ProcessTable:
     names = os.listdir("/proc")
-    if since is not None:
+    if since:
         # Read after the listing: every pid listed was given by then.
-        window = _allocation_window(since.cursor, since.forks)
+        window = _window_since(since)
         if not window.everything:
             return _read_given(names, window, newer_than)
     return _read_all(names, newer_than)
@@ -431,6 +432,32 @@ def _allocation_window(after: int | None, forks_then: int | None) -> _Window:
     return _Window(after, cursor, forks, everything)
 
 
+def _window_since(marks: Sequence[PidMark]) -> _Window:
+    """The pids that may have been given since any of ``marks``: the union of their windows.
+
+    Each window ends at the cursor now, so their union is the window of the mark that
+    lies farthest behind it. Every mark's cursor is on the stretch of pids given since
+    the first of them, which is less than a turn (or the window is everything, judged
+    by the lowest fork count): the one farthest behind is where the first mark stood.
+    Fork counts cannot order the marks themselves: marks taken within
+    :data:`_FORKS_FRESH` of each other may share one count and still stand apart (the
+    chaos matrix's survivors, when twelve sessions ended together under load).
+    """
+    window = _allocation_window(marks[0].cursor, min(mark.forks for mark in marks))
+    cursor = window.cursor
+    if window.everything or cursor is None or len(marks) == 1:
+        return window
+    first = max((mark.cursor for mark in marks), key=lambda after: _behind(after, cursor))
+    return attrs.evolve(window, after=first)
+
+
+def _behind(after: int, cursor: int) -> int:
+    """How many pids the kernel gives from just after ``after`` up to ``cursor``, wrapping."""
+    if after <= cursor:
+        return cursor - after
+    return (_pid_max() - after) + (cursor - _RESERVED_PIDS)
+
+
 def _own_start(me: int) -> int:
     try:
         return _parse_stat(_read_stat(me))[3]
@@ -523,7 +550,9 @@ def _read_psutil(newer_than: float) -> ProcessTable:
     return ProcessTable(tuple(entries))
 
 
-def read_process_table(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+def read_process_table(
+    newer_than: float = 0.0, since: PidMark | Sequence[PidMark] | None = None
+) -> ProcessTable:
     """Every process of the machine that we can see (blocking: run it in a thread).
 
     Owner markers are read only for processes that started at ``newer_than`` or later
@@ -531,12 +560,16 @@ def read_process_table(newer_than: float = 0.0, since: PidMark | None = None) ->
     processes that started before this one are left out: they cannot descend from it,
     share one of its process groups or carry one of its markers.
 
-    With ``since`` (a :func:`pid_mark`), only the processes started after the mark are
-    read, by the pids the kernel gave since, when it can tell which those are (else
-    every process is): a read for what one command left behind opens ``stat`` for the
-    few processes started while it ran, not for the machine's.
+    With ``since`` (a :func:`pid_mark`, or several), only the processes started after
+    the mark (the first of them) are read, by the pids the kernel gave since, when it
+    can tell which those are (else every process is): a read for what one command left
+    behind opens ``stat`` for the few processes started while it ran, not for the
+    machine's.
     """
-    return _read_procfs(newer_than, since) if _PROCFS else _read_psutil(newer_than)
+    if not _PROCFS:
+        return _read_psutil(newer_than)
+    marks = (since,) if isinstance(since, PidMark) else tuple(since or ())
+    return _read_procfs(newer_than, marks)
 
 
 @final
@@ -565,11 +598,6 @@ def pid_mark() -> PidMark | None:
     if forks is None or cursor is None:
         return None
     return PidMark(cursor, forks)
-
-
-def _earlier(mark: PidMark | None, other: PidMark) -> PidMark:
-    """Of two marks, the one taken first (fewer forks): its window holds the other's."""
-    return other if mark is None or other.forks < mark.forks else mark
 
 
 def start_of(pid: int) -> float:
@@ -671,7 +699,8 @@ class _SharedScan:
     them. At most one read runs at a time. :meth:`read_gathered` also waits a moment
     for company, for callers in no hurry. A read is what all its callers need: markers
     from the least filter asked for, and every pid, unless each caller asked only about
-    processes started after a mark (then the pids given since the earliest of them).
+    processes started after a mark (then the pids given since the first of them, found
+    when the read is made: :func:`_window_since`).
     """
 
     def __init__(self) -> None:
@@ -682,11 +711,14 @@ class _SharedScan:
         self._wants = _Wants()  # what the next read's callers need of it
         self._gathering: _Gathering | None = None
 
-    async def read(self, newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+    async def read(
+        self, newer_than: float = 0.0, since: PidMark | Sequence[PidMark] | None = None
+    ) -> ProcessTable:
         """A table read that began after this call did, with markers from ``newer_than``.
 
-        ``since``: this caller asks only about processes started after that mark (see
-        :func:`read_process_table`); ``None``: about any process.
+        ``since``: this caller asks only about processes started after that mark, or
+        after any of those marks (see :func:`read_process_table`); ``None``: about any
+        process.
         """
         self._wants.add(newer_than, since)
         wanted = self._begun + 1
@@ -742,26 +774,29 @@ class _Wants:
     """The least marker filter asked for."""
     whole: bool = False
     """A caller asked about any process: the read is of every pid."""
-    earliest: PidMark | None = None
-    """The earliest mark asked for, when none asked for the whole table."""
+    marks: set[PidMark] = attrs.Factory(set)
+    """The marks asked for: the read covers the pids given since each of them."""
 
     @property
-    def since(self) -> PidMark | None:
-        """The mark the read goes by: ``None`` (every pid) when someone asked for all."""
-        return None if self.whole else self.earliest
+    def since(self) -> tuple[PidMark, ...] | None:
+        """The marks the read goes by: ``None`` (every pid) when someone asked for all."""
+        if self.whole or not self.marks:
+            return None
+        return tuple(sorted(self.marks, key=lambda mark: (mark.forks, mark.cursor)))
 
-    def add(self, newer_than: float, since: PidMark | None) -> None:
+    def add(self, newer_than: float, since: PidMark | Sequence[PidMark] | None) -> None:
         self.newer_than = min(self.newer_than, newer_than)
         if since is None:
             self.whole = True
+        elif isinstance(since, PidMark):
+            self.marks.add(since)
         else:
-            self.earliest = _earlier(self.earliest, since)
+            self.marks.update(since)
 
     def merge(self, other: _Wants) -> None:
         self.newer_than = min(self.newer_than, other.newer_than)
         self.whole = self.whole or other.whole
-        if other.earliest is not None:
-            self.earliest = _earlier(self.earliest, other.earliest)
+        self.marks |= other.marks
 
 
 @final

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -334,10 +334,12 @@ async def test_20_1_a_what_an_exited_command_left_is_found_among_the_pids_given_
     owner = f"env-m{os.getpid()}/proc-1"
     # The root leaves a marked daemon (another session, reparented) and a group member.
     script = '( setsid sleep 1000 & echo $! > daemon ); sleep 1000 & echo "ready $(cat daemon) $!"'
-    since: list[PidMark | None] = []
+    since: list[PidMark | Sequence[PidMark] | None] = []
     real = _proctable.read_process_table
 
-    def observed(newer_than: float = 0.0, mark: PidMark | None = None) -> ProcessTable:
+    def observed(
+        newer_than: float = 0.0, mark: PidMark | Sequence[PidMark] | None = None
+    ) -> ProcessTable:
         since.append(mark)
         return real(newer_than, mark)
 
@@ -349,7 +351,7 @@ async def test_20_1_a_what_an_exited_command_left_is_found_among_the_pids_given_
         assert _gone(pids)
     if backend == "procfs":
         assert spawned.mark is not None
-        assert since[0] == spawned.mark  # the first read: the pids given since the spawn
+        assert since[0] == (spawned.mark,)  # the first read: the pids given since the spawn
     else:
         assert spawned.mark is None
         assert since[0] is None
@@ -370,7 +372,9 @@ async def test_concurrent_table_reads_are_shared(monkeypatch: pytest.MonkeyPatch
     reads = 0
     gate = threading.Event()
 
-    def counted(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+    def counted(
+        newer_than: float = 0.0, since: PidMark | Sequence[PidMark] | None = None
+    ) -> ProcessTable:
         nonlocal reads
         reads += 1
         number = reads
@@ -404,7 +408,9 @@ async def test_gathered_reads_share_one_walk_and_never_a_stale_one(
 ) -> None:
     reads = 0
 
-    def counted(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+    def counted(
+        newer_than: float = 0.0, since: PidMark | Sequence[PidMark] | None = None
+    ) -> ProcessTable:
         nonlocal reads
         reads += 1
         filters.append(newer_than)

@@ -7,10 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from penguin.environment.supervisor import _proctable
 from penguin.environment.supervisor._process import sweep_marked
@@ -220,9 +222,11 @@ def test_20_1_a_a_mark_takes_a_fork_count_never_above_the_kernels(
 async def test_20_1_a_a_shared_read_is_of_every_pid_once_one_caller_asks_for_all(
     monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    marks: list[PidMark | None] = []
+    marks: list[PidMark | Sequence[PidMark] | None] = []
 
-    def recorded(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+    def recorded(
+        newer_than: float = 0.0, since: PidMark | Sequence[PidMark] | None = None
+    ) -> ProcessTable:
         marks.append(since)
         return ProcessTable(())
 
@@ -240,8 +244,8 @@ async def test_20_1_a_a_shared_read_is_of_every_pid_once_one_caller_asks_for_all
         for asked in (first, None, second):
             nursery.start_soon(gathered, asked)
     await scan.read(0.0, second)
-    # The earliest mark holds every later one's pids; a caller with none needs them all.
-    assert marks == [first, None, second]
+    # Every caller's mark goes to the read; a caller with none needs every pid.
+    assert marks == [(first, second), None, (second,)]
 
 
 async def test_20_1_a_a_callers_behind_a_failed_read_keep_what_they_asked_for(
@@ -249,7 +253,9 @@ async def test_20_1_a_a_callers_behind_a_failed_read_keep_what_they_asked_for(
 ) -> None:
     filters: list[float] = []
 
-    def failing_once(newer_than: float = 0.0, since: PidMark | None = None) -> ProcessTable:
+    def failing_once(
+        newer_than: float = 0.0, since: PidMark | Sequence[PidMark] | None = None
+    ) -> ProcessTable:
         filters.append(newer_than)
         if len(filters) == 1:
             raise OSError("the first read fails")
@@ -408,3 +414,59 @@ def test_20_a_process_without_an_environment_does_not_use_up_the_wait_of_one_in_
         ]
         seen.append(next(e.owner for e in entries if e.pid == marked.pid))
     assert seen == [owner] * len(seen)
+
+
+async def test_20_1_a_a_shared_read_covers_the_pids_since_each_mark_though_they_share_a_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two sessions end together; the first one's command left a process behind.
+
+    Marks taken close together share one fork count (it is read at most every
+    _FORKS_FRESH seconds), so the count cannot say which mark came first. The shared
+    read must still cover the pids given since the first: the chaos matrix's survivors
+    (orphaned_job and pipe_holder, one run in two with two CPU burners) were left
+    there, when the later mark asked first and its window was the read's.
+    """
+    monkeypatch.setattr(_proctable, "_FORKS_FRESH", 60.0)  # both marks take one count
+    owner = f"tie-test-{os.getpid()}/1"
+    first = pid_mark()
+    left_behind = _marked_sleeper(owner)  # started by the first session's command
+    try:
+        second = pid_mark()  # the second session's spawn
+        assert first is not None
+        assert second is not None
+        assert first.forks == second.forks
+        scan = _proctable._SharedScan()
+        found: list[list[int]] = []
+
+        async def gathered(mark: PidMark) -> None:
+            table = await scan.read_gathered(0.05, 0.0, mark)
+            found.append([entry.pid for entry in table.marked(owner)])
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gathered, second)  # the later mark asks first
+            await trio.testing.wait_all_tasks_blocked()  # it waits for company
+            nursery.start_soon(gathered, first)
+        assert found == [[left_behind.pid], [left_behind.pid]]
+    finally:
+        left_behind.kill()
+        left_behind.wait()
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "cursor", "farther"),
+    [
+        (100, 200, 300, 100),
+        (200, 100, 300, 100),
+        (-100, 400, 500, -100),  # pid_max - 100: given before the pids wrapped
+        (400, -100, 500, -100),
+        (250, 250, 300, 250),
+    ],
+)
+def test_20_1_a_the_first_of_several_marks_is_the_one_farthest_behind_the_cursor(
+    one: int, other: int, cursor: int, farther: int
+) -> None:
+    pid_max = _proctable._pid_max()
+    one, other, farther = (pid_max + a if a < 0 else a for a in (one, other, farther))
+    behind = {after: _proctable._behind(after, cursor) for after in (one, other)}
+    assert max(behind, key=behind.__getitem__) == farther
