@@ -191,6 +191,12 @@ _KERNEL_PARENTS: Final = (0, 2)
 """The parent pids of kernel threads (``kthreadd`` is 2), whose environment is empty."""
 EMPTY_ENVIRON_WAIT: Final = 0.05
 """Seconds one table read waits, at most and in all, for environments that read empty."""
+BETWEEN_PROGRAMS_WAIT: Final = 1.0
+"""Seconds it waits, at most and in all, for a process plainly between two programs.
+
+Its command line reads empty too (:func:`_between_programs`), so it is in ``exec`` or
+ending, and needs only to be run: a machine whose cores are all busy may not run it
+within :data:`EMPTY_ENVIRON_WAIT`."""
 _ENVLESS_KEPT: Final = 1024
 """Processes remembered as started without an environment (not waited for again)."""
 _envless: dict[tuple[int, int], None] = {}
@@ -212,6 +218,23 @@ def _environ_of(name: str) -> bytes | None:
         return b""  # exiting (its memory is gone), or gone: the caller looks again
     except OSError:
         return None
+
+
+def _between_programs(name: str) -> bool:
+    """Whether ``/proc/<name>``, whose environment read empty, is plainly between programs.
+
+    Its command line is set up with its environment and released with it: one that
+    reads empty as well means ``execve`` has not set up the new program yet, or the
+    process is ending. A process started without an environment has a command line; so
+    has one caught in the short moment of ``execve`` that sets up the environment after
+    the command line, which is why an empty environment alone is waited for too.
+    """
+    try:
+        return not _read_file(f"/proc/{name}/cmdline")
+    except (ProcessLookupError, FileNotFoundError):
+        return True  # ending, or gone: the next look sees which
+    except OSError:
+        return False
 
 
 def _entry(
@@ -248,21 +271,34 @@ def _await_environments(entries: list[ProcessEntry], awaiting: list[int]) -> Non
     entry is not alive), within :data:`EMPTY_ENVIRON_WAIT` for the whole read. Waiting
     for them together, a process started with no environment at all cannot use up the
     wait of one caught in ``exec``; one still empty at the end of the whole wait has
-    none, and is remembered so that no later read waits for it.
+    none, and is remembered so that no later read waits for it. One plainly between
+    programs (:func:`_between_programs`) is waited for longer, every 2 ms up to
+    :data:`BETWEEN_PROGRAMS_WAIT`: with the short wait alone, three CPU burners on two
+    cores made 114 of 2,640 reads of a live child of a marked shell see no marker.
     """
-    wait_until = time.monotonic() + EMPTY_ENVIRON_WAIT
-    while awaiting and time.monotonic() < wait_until:
-        time.sleep(0.0002)
+    begun = time.monotonic()
+    short_until, long_until = begun + EMPTY_ENVIRON_WAIT, begun + BETWEEN_PROGRAMS_WAIT
+    between = dict.fromkeys(awaiting, True)  # past the short wait, only these are waited for
+    while awaiting and (now := time.monotonic()) < long_until:
+        if now >= short_until:
+            for index in [i for i in awaiting if not between[i]]:  # it has none
+                _remember_envless((entries[index].pid, int(entries[index].started)))
+            awaiting = [i for i in awaiting if between[i]]
+            if not awaiting:
+                break
+        time.sleep(0.0002 if now < short_until else 0.002)
         still: list[int] = []
         for index in awaiting:
             entry = entries[index]
-            now = _stat_of(entry.pid)
-            if now is None or now[3] != entry.started or now[0] in _DEAD_STATES:
+            state = _stat_of(entry.pid)
+            if state is None or state[3] != entry.started or state[0] in _DEAD_STATES:
                 entries[index] = attrs.evolve(entry, zombie=True)  # ended (may be reaped)
                 continue
-            environ = _environ_of(str(entry.pid))
+            name = str(entry.pid)
+            environ = _environ_of(name)
             if environ == b"":
                 still.append(index)
+                between[index] = _between_programs(name)
             elif environ is not None:
                 entries[index] = attrs.evolve(entry, owner=_owner_in(environ))
         awaiting = still
