@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import attrs
 import pytest
@@ -378,6 +379,31 @@ while True:  # by default empty 1.5 ms of every 2.5 ms, as a shell starting comm
 """
 
 
+@contextlib.contextmanager
+def _flickering(owner: str, *flicker: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process marked ``owner`` running ``_FLICKER`` (with ``flicker``), once it flickers.
+
+    Skips the test where the kernel does not let it set its bounds; killed at the end.
+    """
+    marked = subprocess.Popen(
+        [sys.executable, "-c", _FLICKER, *flicker],
+        env={**os.environ, OWNER_VARIABLE: owner},
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert marked.stdout is not None
+        line = marked.stdout.readline().decode()
+        if line.startswith("unsupported"):
+            pytest.skip(f"this kernel has no PR_SET_MM_MAP for us ({line.strip()})")
+        assert line == "flickering\n"
+        yield marked
+    finally:
+        marked.kill()
+        marked.wait()
+        if marked.stdout is not None:
+            marked.stdout.close()
+
+
 def test_20_a_process_without_an_environment_does_not_use_up_the_wait_of_one_in_exec() -> None:
     """A stranger with no environment and a marked process caught in ``exec``, one read.
 
@@ -393,26 +419,14 @@ def test_20_a_process_without_an_environment_does_not_use_up_the_wait_of_one_in_
     while len(seen) < 12:
         mark = pid_mark()
         stranger = subprocess.Popen(["sleep", "30"], env={}, start_new_session=True)
-        marked = subprocess.Popen(
-            [sys.executable, "-c", _FLICKER],
-            env={**os.environ, OWNER_VARIABLE: owner},
-            stdout=subprocess.PIPE,
-        )
         try:
-            assert marked.stdout is not None
-            line = marked.stdout.readline().decode()
-            if line.startswith("unsupported"):
-                pytest.skip(f"this kernel has no PR_SET_MM_MAP for us ({line.strip()})")
-            assert line == "flickering\n"
-            if marked.pid < stranger.pid:
-                continue  # the pids wrapped around between them: the stranger is read first
-            entries = read_process_table(since=mark).entries
+            with _flickering(owner) as marked:
+                if marked.pid < stranger.pid:
+                    continue  # the pids wrapped around between them: the stranger is read first
+                entries = read_process_table(since=mark).entries
         finally:
-            for process in (stranger, marked):
-                process.kill()
-                process.wait()
-            if marked.stdout is not None:
-                marked.stdout.close()
+            stranger.kill()
+            stranger.wait()
         assert [e.pid for e in entries if e.pid in (stranger.pid, marked.pid)] == [
             stranger.pid,
             marked.pid,
@@ -433,28 +447,13 @@ def test_20_a_a_process_between_programs_is_waited_for_past_the_short_wait() -> 
     """
     owner = "chaos-exec/three"
     mark = pid_mark()
-    marked = subprocess.Popen(
-        [sys.executable, "-c", _FLICKER, "both", "0.08", "0.02"],
-        env={**os.environ, OWNER_VARIABLE: owner},
-        stdout=subprocess.PIPE,
-    )
     seen: list[str | None] = []
-    try:
-        assert marked.stdout is not None
-        line = marked.stdout.readline().decode()
-        if line.startswith("unsupported"):
-            pytest.skip(f"this kernel has no PR_SET_MM_MAP for us ({line.strip()})")
-        assert line == "flickering\n"
+    with _flickering(owner, "both", "0.08", "0.02") as marked:
         assert _proctable.EMPTY_ENVIRON_WAIT < 0.08  # its empty spell outlasts the short wait
         for _ in range(12):
             time.sleep(0.037)  # not a whole flicker: the reads fall at different points of it
             entries = read_process_table(since=mark).entries
             seen.append(next(e.owner for e in entries if e.pid == marked.pid))
-    finally:
-        marked.kill()
-        marked.wait()
-        if marked.stdout is not None:
-            marked.stdout.close()
     assert seen == [owner] * len(seen)
 
 
