@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import certifi
 import pytest
 
 if TYPE_CHECKING:
@@ -64,6 +65,16 @@ def workspace(tmp_path: Path) -> Path:
     """An empty folder, ``ws`` (the test folders below give their own where they differ)."""
     path = tmp_path / "ws"
     path.mkdir()
+    return path
+
+
+@pytest.fixture
+def one_ca(tmp_path: Path) -> Path:
+    """A CA file holding one certificate (the first of certifi's bundle)."""
+    bundle = Path(certifi.where()).read_text()
+    end = "-----END CERTIFICATE-----\n"
+    path = tmp_path / "one-ca.pem"
+    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end)] + end)
     return path
 
 

@@ -270,7 +270,7 @@ async def test_design_2_every_builtin_tool_makes_no_file_system_call_on_the_loop
     # Each built-in tool of an Environment, and the command tools' whole life: a command
     # in a terminal, one kept in the background, written to, polled and killed. An
     # image by URL too: its download's TLS context is the process's (made afresh here).
-    monkeypatch.setattr(_tls, "_TLS", [])
+    monkeypatch.setattr(_tls, "_CONTEXTS", {})
     (workspace / "a.png").write_bytes(PNG)
     config = penguin.EnvironmentConfig(workspace_dir=workspace, sandbox=sandbox)
     with loop_file_calls() as seen:
@@ -327,7 +327,7 @@ async def test_design_2_a_remote_mcp_server_makes_no_file_system_call_on_the_loo
 ) -> None:
     # A remote MCP server (Streamable HTTP or SSE): its HTTP client takes the process's
     # TLS context (made afresh here), whatever the URL's scheme, as httpx would make one.
-    monkeypatch.setattr(_tls, "_TLS", [])
+    monkeypatch.setattr(_tls, "_CONTEXTS", {})
     with mcp_support.http_server(tmp_path, kind) as server:
         entry = mcp_support.remote_server("r", server.url, kind)
         with loop_file_calls() as seen:
@@ -349,7 +349,7 @@ async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the
     # context is made once per process: an earlier test's must not hide this one's.
     # Through a proxy (HTTPS_PROXY, nothing listening there either) the client is
     # httpx's own, which would make a context per proxy if it were not given ours.
-    monkeypatch.setattr(_tls, "_TLS", [])
+    monkeypatch.setattr(_tls, "_CONTEXTS", {})
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     with socket.socket() as probe:
@@ -367,7 +367,7 @@ async def test_design_2_a_model_client_over_tls_makes_no_file_system_call_on_the
             messages = [message async for message in response]
     assert messages == []
     assert response.outcome.error_message == f"cannot connect to {base_url} (Connection refused)"
-    assert _tls._TLS  # made, and in a worker
+    assert _tls._CONTEXTS  # made, and in a worker
     assert seen == [], "\n".join(seen)
 
 

@@ -18,8 +18,9 @@ What this module owns:
   and the lean exchange's (``_lean``) use: get-or-open the run's pool at first use,
   one lease per client, the last lease given back closes it.
 - **One TLS context per process** (``penguin._tls``), made the way httpx makes its
-  default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured), not per client: the pool's
-  first request makes it in a worker thread, never on the loop's (DESIGN §2).
+  default one (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured; once for each value of
+  them), not per client: the pool's first request makes it in a worker thread, never
+  on the loop's (DESIGN §2). A new shard's transport takes the one of its request.
 
 What it does not own: requests, timeouts, headers and error classification
 (``_openai``); proxies from the environment (:func:`environment_proxies`): httpx mounts
@@ -29,6 +30,7 @@ pool, with this process's TLS context.
 
 from __future__ import annotations
 
+import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from typing import Final, Generic, Protocol, TypeVar, final
@@ -36,7 +38,7 @@ from typing import Final, Generic, Protocol, TypeVar, final
 import httpx
 import trio
 
-from penguin._tls import shared_tls_context, tls_context
+from penguin._tls import shared_tls_context
 
 __all__ = [
     "SHARD_CONNECTIONS",
@@ -117,9 +119,9 @@ def environment_proxies(schemes: tuple[str, ...] = ("http", "https", "all")) -> 
 
 @final
 class _Shard:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext) -> None:
         self.transport = httpx.AsyncHTTPTransport(
-            verify=tls_context(),  # made already: see _Pool.send
+            verify=tls,
             limits=httpx.Limits(
                 max_connections=None,
                 max_keepalive_connections=SHARD_CONNECTIONS,
@@ -157,19 +159,18 @@ class _Pool:
         self.leases = 0
         self.closed = False
 
-    def pick(self) -> _Shard:
+    def pick(self, tls: ssl.SSLContext) -> _Shard:
         best: _Shard | None = None
         for shard in self.shards:
             if shard.active < SHARD_CONNECTIONS and (best is None or shard.active < best.active):
                 best = shard
         if best is None:
-            best = _Shard()
+            best = _Shard(tls)
             self.shards.append(best)
         return best
 
     async def send(self, request: httpx.Request) -> httpx.Response:
-        await shared_tls_context()  # a new shard's transport needs it
-        shard = self.pick()
+        shard = self.pick(await shared_tls_context())  # a new shard's transport needs it
         shard.active += 1
         try:
             response = await shard.transport.handle_async_request(request)

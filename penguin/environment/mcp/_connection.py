@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import ssl
-import threading
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -49,8 +48,8 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-from penguin._concurrency import run_in_worker
 from penguin._log import quiet_library
+from penguin._tls import shared_context
 from penguin._version import __version__
 from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTransport
 
@@ -73,22 +72,6 @@ _CLIENT: Final = mcp_types.Implementation(name="penguin", version=__version__)
 
 quiet_library("mcp")
 
-_TLS_CONTEXTS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
-_TLS_LOCK: Final = threading.Lock()
-
-
-def _trust_settings() -> tuple[str | None, str | None]:
-    return os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-
-
-def _tls_context_for(settings: tuple[str | None, str | None]) -> ssl.SSLContext:
-    """httpx2's default context for these trust settings, made once (blocking: a worker's)."""
-    with _TLS_LOCK:
-        context = _TLS_CONTEXTS.get(settings)
-        if context is None:
-            context = _TLS_CONTEXTS[settings] = httpx2.create_ssl_context()
-        return context
-
 
 async def remote_tls_context() -> ssl.SSLContext:
     """The TLS context of remote MCP connections: one per process, made in a worker.
@@ -100,11 +83,7 @@ async def remote_tls_context() -> ssl.SSLContext:
     of CPU here, which every session of a batch with a remote server paid; it is made
     once for each value of the two variables, as they are when a connection opens.
     """
-    settings = _trust_settings()
-    context = _TLS_CONTEXTS.get(settings)
-    if context is None:
-        context = await run_in_worker(_tls_context_for, settings)
-    return context
+    return await shared_context(httpx2.create_ssl_context)
 
 
 def error_reason(exc: BaseException) -> str:

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import attrs
-import certifi
 import pytest
 
 import penguin
@@ -245,16 +244,6 @@ async def test_m1_3_a_stdio_server_whose_directory_is_missing_names_the_director
         f"cannot start {sys.executable!r} in {str(workspace / 'missing' / 'dir')!r}: "
         "No such file or directory"
     )
-
-
-@pytest.fixture
-def one_ca(tmp_path: Path) -> Path:
-    """A CA file holding one certificate (the first of certifi's bundle)."""
-    bundle = Path(certifi.where()).read_text()
-    end = "-----END CERTIFICATE-----\n"
-    path = tmp_path / "one-ca.pem"
-    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end)] + end)
-    return path
 
 
 async def test_20_1_remote_connections_share_one_tls_context_per_trust_setting(
