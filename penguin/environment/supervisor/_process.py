@@ -93,7 +93,7 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, cast, final
 
@@ -282,13 +282,8 @@ async def spawn_process(
         return _spawned(child, output, writer, since, mark, tty=tty)
     if tty:
         master, slave = _open_pty()
-        try:
+        with _handing_over(ours=(master,), theirs=(slave,)):
             process = await trio.lowlevel.open_process(list(argv), **_on_terminal(slave), **options)
-        except BaseException:
-            os.close(master)
-            raise
-        finally:
-            os.close(slave)
         writer = os.dup(master)
         return SpawnedProcess(
             process=process,
@@ -304,7 +299,7 @@ async def spawn_process(
     root: RootProcess
     stdin: trio.lowlevel.FdStream
     read_end, write_end = _output_pipe()
-    try:
+    with _handing_over(ours=(read_end,), theirs=(write_end,)):
         if _HAS_PIDFD:
             await trio.lowlevel.checkpoint_if_cancelled()
             root, writer = _Child.start(argv, write_end, options)
@@ -315,11 +310,6 @@ async def spawn_process(
             )
             assert isinstance(started.stdin, trio.lowlevel.FdStream)  # a pipe, on Unix
             root, stdin = started, started.stdin
-    except BaseException:
-        os.close(read_end)
-        raise
-    finally:
-        os.close(write_end)
     return SpawnedProcess(
         process=root,
         pgid=root.pid,
@@ -362,15 +352,10 @@ class _Child:
         ``Popen`` does. Any thread may call it: it touches nothing of Trio's.
         """
         child_stdin, stdin = os.pipe()
-        try:
+        with _handing_over(ours=(stdin,), theirs=(child_stdin,)):
             popen = subprocess.Popen(
                 list(argv), stdin=child_stdin, stdout=output, stderr=output, **options
             )
-        except BaseException:
-            os.close(stdin)
-            raise
-        finally:
-            os.close(child_stdin)
         return cls(popen), stdin
 
     @classmethod
@@ -379,26 +364,16 @@ class _Child:
     ) -> tuple[_Child, int, int]:
         """:meth:`start` with an output pipe of its own: it, the pipe's reading end, its stdin's."""
         read_end, write_end = _output_pipe()
-        try:
+        with _handing_over(ours=(read_end,), theirs=(write_end,)):
             child, writer = cls.start(argv, write_end, options)
-        except BaseException:
-            os.close(read_end)
-            raise
-        finally:
-            os.close(write_end)
         return child, read_end, writer
 
     @classmethod
     def start_tty(cls, argv: Sequence[str], options: Mapping[str, Any]) -> tuple[_Child, int, int]:
         """Start ``argv`` on a new pseudo-terminal: it, the terminal's master, a copy to write."""
         master, slave = _open_pty()
-        try:
+        with _handing_over(ours=(master,), theirs=(slave,)):
             popen = subprocess.Popen(list(argv), **_on_terminal(slave), **options)
-        except BaseException:
-            os.close(master)
-            raise
-        finally:
-            os.close(slave)
         return cls(popen), master, os.dup(master)
 
     @classmethod
@@ -412,7 +387,7 @@ class _Child:
         """
         ours: list[int] = []
         theirs: list[int] = []
-        try:
+        with _handing_over(ours, theirs):  # read at the end: a pipe may fail to open
             for child_reads in (True, False, False):
                 read_end, write_end = os.pipe()
                 ours.append(write_end if child_reads else read_end)
@@ -421,13 +396,6 @@ class _Child:
             popen = subprocess.Popen(
                 list(argv), stdin=stdin, stdout=stdout, stderr=stderr, **options
             )
-        except BaseException:
-            for descriptor in ours:
-                os.close(descriptor)
-            raise
-        finally:
-            for descriptor in theirs:
-                os.close(descriptor)
         return cls(popen), ours[0], ours[1], ours[2]
 
     @staticmethod
@@ -527,6 +495,25 @@ def _on_terminal(slave: int) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def _handing_over(ours: Sequence[int], theirs: Sequence[int]) -> Iterator[None]:
+    """Around a start that hands descriptors to a child: ``theirs`` are the child's copies.
+
+    Closes ``theirs`` once the start is over, however it ended (the child holds its
+    own now), and ``ours``, penguin's ends, as well when it failed. Both are read when
+    the block ends, so a list may still grow inside it.
+    """
+    try:
+        yield
+    except BaseException:
+        for descriptor in ours:
+            os.close(descriptor)
+        raise
+    finally:
+        for descriptor in theirs:
+            os.close(descriptor)
+
+
 def _open_pty() -> tuple[int, int]:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", _TTY_ROWS, _TTY_COLUMNS, 0, 0))
@@ -601,30 +588,18 @@ async def launch_process(
     since, mark = started_from_now(), pid_mark()
     if tty:
         master, slave = _open_pty()
-        try:
+        with _handing_over(ours=(master,), theirs=(slave,)):
             root = await launcher.start(argv, executable, cwd, env, (slave, slave, slave), True)
-        except BaseException:
-            os.close(master)
-            raise
-        finally:
-            os.close(slave)
         if root is None:
             os.close(master)
             return None
         return _spawned(root, master, os.dup(master), since, mark, tty=True)
     read_end, write_end = _output_pipe()
     stdin_read, stdin_write = os.pipe()
-    try:
+    with _handing_over(ours=(read_end, stdin_write), theirs=(write_end, stdin_read)):
         root = await launcher.start(
             argv, executable, cwd, env, (stdin_read, write_end, write_end), False
         )
-    except BaseException:
-        os.close(read_end)
-        os.close(stdin_write)
-        raise
-    finally:
-        os.close(write_end)
-        os.close(stdin_read)
     if root is None:
         os.close(read_end)
         os.close(stdin_write)

@@ -27,6 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from penguin.environment.supervisor import _process, _proctable
+from penguin.environment.supervisor._mounts import on_local_disk
 from penguin.environment.supervisor._process import (
     PIPE_SIZE,
     SpawnedProcess,
@@ -586,16 +587,24 @@ async def test_20_5_a_signal_ends_a_pipe_command_with_minus_the_signal(tmp_path:
         await spawned.stdin.aclose()
 
 
+@pytest.mark.parametrize("start", ["pipes", "terminal", "three-pipes"])
 async def test_20_5_a_command_that_cannot_start_raises_and_leaks_no_descriptor(
-    tmp_path: Path,
+    tmp_path: Path, start: str
 ) -> None:
+    """Neither the child's ends nor penguin's stay open: a command's, a terminal's, a server's."""
+
+    async def spawn(argv: list[str], cwd: Path) -> None:
+        if start == "three-pipes":
+            await _process.spawn_piped(argv, cwd=cwd, env=dict(os.environ))
+        else:
+            await spawn_process(argv, cwd=cwd, env=dict(os.environ), tty=start == "terminal")
+
+    await on_local_disk(tmp_path)  # its watch of the mount table stays open: the process's
     before = _open_fds()
     with pytest.raises(FileNotFoundError):
-        await spawn_process(["true"], cwd=tmp_path / "missing", env=dict(os.environ), tty=False)
+        await spawn(["true"], tmp_path / "missing")
     with pytest.raises(FileNotFoundError):
-        await spawn_process(
-            ["no-such-program-penguin"], cwd=tmp_path, env=dict(os.environ), tty=False
-        )
+        await spawn(["no-such-program-penguin"], tmp_path)
     assert _open_fds() == before
 
 
