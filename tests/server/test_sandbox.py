@@ -132,6 +132,15 @@ def test_x1_3_the_create_form_field_and_the_badge(
 
     page = watched.page
     sign_in(page, site)  # type: ignore[arg-type]
+    # The network switch is a box at the start of its own line, beside what it says.
+    box = page.locator("#create-network").bounding_box()
+    label = page.locator("label:has(#create-network)")
+    around = label.bounding_box()
+    assert box is not None
+    assert around is not None
+    assert box["width"] < 24, (box, around)  # it was the form's width, drawn in the middle
+    assert box["x"] - around["x"] < 2, (box, around)
+    assert label.inner_text().strip() == "Commands may reach the network"
     page.fill("#create-workspace", str(workspace))
     page.select_option("#create-sandbox", "read-only")
     page.uncheck("#create-network")
