@@ -327,6 +327,46 @@ def test_s8_1_create_a_session_send_a_task_see_it_stream_and_approve_with_allow(
 
 
 @needs_chromium
+def test_s8_1_on_a_phone_s_width_the_header_and_a_waiting_call_fit_the_screen(
+    site: ThreadedServer, browser: Browser, model: ScriptedModel, workspace: Path
+) -> None:
+    """390 px wide: the controls wrap, the four decision buttons wrap, nothing scrolls sideways."""
+    task = model.script(
+        "Count to two.", calls(exec_command("echo 1; echo 2", "Count")), say("Counted.")
+    )
+    session_id = create_session(site, title="On a phone", approvalMode="always-ask")
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        sign_in(page, site)
+        page.click("#sidebar-toggle")
+        page.locator(".session-item", has_text="On a phone").click()
+        send(page, task)
+        call = page.locator(".call.pending")
+        expect(call.locator(".approval-buttons button")).to_have_count(4)
+        expect(page.locator("#abort-button")).to_be_visible()
+        widths = page.evaluate(
+            """() => [document.documentElement, document.querySelector('#conversation')]
+                .map(node => node.scrollWidth - node.clientWidth)"""
+        )
+        assert widths == [0, 0]  # neither scrolls sideways
+        for name in ("Allow", "Allow for session", "Deny", "Deny with reason"):
+            box = call.get_by_role("button", name=name, exact=True).bounding_box()
+            assert box is not None
+            assert box["x"] >= 0, name
+            assert box["x"] + box["width"] <= 390, name
+        for control in ("#mode-select", "#abort-button", "#archive-button", "#delete-button"):
+            box = page.locator(control).bounding_box()
+            assert box is not None
+            assert box["x"] + box["width"] <= 390, control
+        call.get_by_role("button", name="Allow", exact=True).click()
+        expect(page.locator(".turn.assistant").last).to_have_text("Counted.")
+    finally:
+        context.close()
+    wait_for_answer(site, session_id, "Counted.")
+
+
+@needs_chromium
 def test_s8_1_text_streams_in_before_the_turn_ends_steer_and_abort(
     site: ThreadedServer, watched: Watched, model: ScriptedModel
 ) -> None:
