@@ -271,22 +271,22 @@ def _await_environments(entries: list[ProcessEntry], awaiting: list[int]) -> Non
     entry is not alive), within :data:`EMPTY_ENVIRON_WAIT` for the whole read. Waiting
     for them together, a process started with no environment at all cannot use up the
     wait of one caught in ``exec``; one still empty at the end of the whole wait has
-    none, and is remembered so that no later read waits for it. One plainly between
-    programs (:func:`_between_programs`) is waited for longer, every 2 ms up to
-    :data:`BETWEEN_PROGRAMS_WAIT`: with the short wait alone, three CPU burners on two
-    cores made 114 of 2,640 reads of a live child of a marked shell see no marker.
+    none, and is remembered so that no later read waits for it. One seen plainly between
+    programs (:func:`_between_programs`) at any look is waited for longer, every 2 ms
+    up to :data:`BETWEEN_PROGRAMS_WAIT`: with the short wait alone, three CPU burners
+    on two cores made 114 of 2,640 reads of a live child of a marked shell see no
+    marker. Seen so once, it keeps the long wait when its command line comes back
+    before its environment (``execve`` sets them up in that order, slowly on a busy
+    machine); one that then runs with no environment costs that read the long wait,
+    once. The short wait's verdict follows a look made after it ended, never one from
+    before a spell in which the thread was not run.
     """
     begun = time.monotonic()
     short_until, long_until = begun + EMPTY_ENVIRON_WAIT, begun + BETWEEN_PROGRAMS_WAIT
-    between = dict.fromkeys(awaiting, True)  # past the short wait, only these are waited for
-    while awaiting and (now := time.monotonic()) < long_until:
-        if now >= short_until:
-            for index in [i for i in awaiting if not between[i]]:  # it has none
-                _remember_envless((entries[index].pid, int(entries[index].started)))
-            awaiting = [i for i in awaiting if between[i]]
-            if not awaiting:
-                break
-        time.sleep(0.0002 if now < short_until else 0.002)
+    # Seen plainly between programs at some look: past the short wait, only these.
+    between = {index: _between_programs(str(entries[index].pid)) for index in awaiting}
+    while awaiting:
+        time.sleep(0.0002 if time.monotonic() < short_until else 0.002)
         still: list[int] = []
         for index in awaiting:
             entry = entries[index]
@@ -298,10 +298,17 @@ def _await_environments(entries: list[ProcessEntry], awaiting: list[int]) -> Non
             environ = _environ_of(name)
             if environ == b"":
                 still.append(index)
-                between[index] = _between_programs(name)
+                between[index] = between[index] or _between_programs(name)
             elif environ is not None:
                 entries[index] = attrs.evolve(entry, owner=_owner_in(environ))
         awaiting = still
+        now = time.monotonic()
+        if now >= long_until:
+            break
+        if now >= short_until:
+            for index in [i for i in awaiting if not between[i]]:  # it has none
+                _remember_envless((entries[index].pid, int(entries[index].started)))
+            awaiting = [i for i in awaiting if between[i]]
     for index in awaiting:  # empty through the whole wait: it has none
         _remember_envless((entries[index].pid, int(entries[index].started)))
 

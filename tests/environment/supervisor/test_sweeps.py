@@ -355,12 +355,18 @@ field = [b"", b"", b""] + data[data.rfind(b")") + 2 :].split()  # field[n]: man 
 whole = Map(*(int(field[n]) for n in (26, 27, 45, 46, 47)), 0, int(field[28]),
             *(int(field[n]) for n in (48, 49, 50, 51)), None, 0, 0xFFFFFFFF)
 # argv: what to empty ("env", or "both": the command line too, as between two
-# programs), and for how long, then how long to show it whole, in seconds.
-what, empty_for, whole_for = (sys.argv[1:] or ["env", "0.0015", "0.001"])[:3]
+# programs), and for how long, then how long to show it whole, in seconds. "exec" is
+# execve slowed down: both empty, then the command line alone, then whole (three spans).
+what, *spans = sys.argv[1:] or ["env", "0.0015", "0.001"]
 empty = Map.from_buffer_copy(whole)
 empty.env_start = whole.env_end
-if what == "both":
+command_line_only = Map.from_buffer_copy(empty)
+if what in ("both", "exec"):
     empty.arg_start = whole.arg_end
+phases = [(empty, spans[0]), (whole, spans[1])]
+if what == "exec":
+    phases.insert(1, (command_line_only, spans[1]))
+    phases[2] = (whole, spans[2])
 
 def show(bounds):
     bounds.brk = libc.sbrk(0)
@@ -372,10 +378,9 @@ show(empty)
 show(whole)
 print("flickering", flush=True)
 while True:  # by default empty 1.5 ms of every 2.5 ms, as a shell starting commands
-    show(empty)
-    time.sleep(float(empty_for))
-    show(whole)
-    time.sleep(float(whole_for))
+    for bounds, span in phases:
+        show(bounds)
+        time.sleep(float(span))
 """
 
 
@@ -452,6 +457,28 @@ def test_20_a_a_process_between_programs_is_waited_for_past_the_short_wait() -> 
         assert _proctable.EMPTY_ENVIRON_WAIT < 0.08  # its empty spell outlasts the short wait
         for _ in range(12):
             time.sleep(0.037)  # not a whole flicker: the reads fall at different points of it
+            entries = read_process_table(since=mark).entries
+            seen.append(next(e.owner for e in entries if e.pid == marked.pid))
+    assert seen == [owner] * len(seen)
+
+
+def test_20_a_a_process_seen_between_programs_is_waited_for_past_its_command_line() -> None:
+    """``execve`` slowed down by a busy machine: both empty 60 ms, the command line alone 40.
+
+    The kernel sets up a new program's command line, then its environment. A read that
+    sees the process between programs, then with its command line back but no
+    environment yet, must keep waiting for it: judged on its last look alone, it was
+    given the short wait's verdict (no environment, so unmarked) at 50 ms. A process
+    seen with its command line only from the start is still judged after 50 ms: here
+    its environment comes back within 40 ms. Each look is also fresh when the short
+    wait ends, however long the reading thread was kept from running.
+    """
+    owner = "chaos-exec/four"
+    mark = pid_mark()
+    seen: list[str | None] = []
+    with _flickering(owner, "exec", "0.06", "0.04", "0.01") as marked:
+        for _ in range(12):
+            time.sleep(0.031)  # not a whole cycle: the reads fall at different points of it
             entries = read_process_table(since=mark).entries
             seen.append(next(e.owner for e in entries if e.pid == marked.pid))
     assert seen == [owner] * len(seen)
