@@ -383,6 +383,7 @@ class Environment:
                     reports=reports,
                     sandbox=sandbox,
                     shared_login=config.shared_login,
+                    workspace=config.workspace_dir,
                 )
                 subagents = SubagentSupervisor(
                     nursery,

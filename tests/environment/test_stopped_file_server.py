@@ -110,6 +110,42 @@ async def test_1_8_a_call_waiting_on_a_stopped_file_server_ends_at_its_time_limi
 
 
 @pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
+async def test_1_8_a_command_whose_workdir_links_onto_a_stopped_server_ends_at_its_interrupt(
+    env: penguin.Environment, workspace: Path, tmp_path: Path, tty: bool
+) -> None:
+    """``workdir`` names a link in the workspace that leads onto the server's directory.
+
+    By its path the directory is on the workspace's local disk. Taken as it was given,
+    a pipe command was started in it from the loop's own thread, whose ``vfork``
+    waited in the child's ``chdir`` for the server: every session of the process
+    stopped, the interrupt with them (with the sandbox, its spawner waited instead).
+    """
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (workspace / "data").symlink_to(remote)
+    args = {"description": "list", "cmd": "ls", "workdir": "data", "tty": tty}
+    with stopped_server(remote) as server:
+        output, given_up = await _interrupted_while_waiting(env, server, "exec_command", args)
+    assert not given_up  # it ended while the server still did not answer
+    assert output.stop_reason == "aborted"
+    assert output.output == INTERRUPTED
+
+
+async def test_1_8_a_link_in_the_workdir_onto_a_local_directory_starts_as_before(
+    env: penguin.Environment, workspace: Path, tmp_path: Path
+) -> None:
+    """Resolved, a ``workdir`` through a link onto a local disk is started there as usual."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "found.txt").write_text("x\n")
+    (workspace / "data").symlink_to(elsewhere)
+    args = {"description": "list", "cmd": "ls; pwd", "workdir": "data"}
+    output = await call(env, "exec_command", args)
+    assert output.stop_reason == "completed"
+    assert output.output.splitlines() == ["found.txt", str(elsewhere)]  # as bash says, unchanged
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["pipe", "tty"])
 async def test_4_8_a_command_the_server_lets_start_after_its_call_ended_is_killed(
     env: penguin.Environment, tmp_path: Path, tty: bool
 ) -> None:

@@ -197,11 +197,20 @@ class CommandSession:
     """
 
     def __init__(
-        self, process_id: str, cmd: str, cwd: Path, owner: str, grace: float = DEFAULT_GRACE
+        self,
+        process_id: str,
+        cmd: str,
+        cwd: Path,
+        owner: str,
+        grace: float = DEFAULT_GRACE,
+        *,
+        follow_links: bool = False,
     ) -> None:
         self.process_id = process_id
         self.cmd = cmd
         self.cwd = cwd
+        self.follow_links = follow_links
+        """Whether :attr:`cwd` may lead through a symbolic link (``_mounts.on_local_disk``)."""
         self.grace = grace
         """Seconds between SIGTERM and SIGKILL when this session is ended."""
         self.owner = owner
@@ -427,7 +436,9 @@ class CommandSession:
             if self._release.is_set():
                 return None
             try:
-                spawned = await _start_process(argv, self.cwd, env, tty, executable, sandbox)
+                spawned = await _start_process(
+                    argv, self.cwd, env, tty, executable, sandbox, follow_links=self.follow_links
+                )
             except SpawnError as exc:
                 if not background:
                     raise
@@ -772,11 +783,16 @@ async def _start_process(
     tty: bool,
     executable: str | None,
     sandbox: CommandSandbox | None,
+    *,
+    follow_links: bool = False,
 ) -> SpawnedProcess:
-    """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot."""
+    """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot.
+
+    ``follow_links``: ``cwd`` is not known to be resolved (see ``_mounts``).
+    """
     try:
         spawned = None
-        local = await on_local_disk(cwd)
+        local = await on_local_disk(cwd, follow_links=follow_links)
         # The sandbox's spawner starts it, in its namespaces. The spawner changes into
         # the directory itself, and serves one start at a time: only a local one.
         if sandbox is not None and local:
@@ -838,8 +854,13 @@ class CommandSupervisor:
         reports: ReportChannel | None = None,
         sandbox: CommandSandbox | None = None,
         shared_login: SharedLogin | None = None,
+        workspace: Path | None = None,
     ) -> None:
         self._nursery = nursery
+        self._workspace = workspace
+        """The resolved workspace: a command started anywhere else may be in a directory
+        reached through a symbolic link, resolved before it is placed (``_mounts``).
+        ``None``: every directory is taken as given."""
         self._shared_login = shared_login
         self.sandbox = sandbox
         """The Environment's sandbox (spec/sandbox.md), ``None`` when there is none."""
@@ -994,7 +1015,10 @@ class CommandSupervisor:
 
     def _new_session(self, cmd: str, cwd: Path) -> CommandSession:
         process_id = self._new_process_id()
-        return CommandSession(process_id, cmd, cwd, f"{self.tag}/{process_id}", self.grace)
+        follow_links = self._workspace is not None and cwd != self._workspace
+        return CommandSession(
+            process_id, cmd, cwd, f"{self.tag}/{process_id}", self.grace, follow_links=follow_links
+        )
 
     async def spawn(self, cmd: str, cwd: Path, *, tty: bool = False) -> CommandSession:
         """Start ``cmd`` (unregistered); raise :class:`SpawnError` if it cannot start."""
@@ -1048,7 +1072,13 @@ class CommandSupervisor:
             if self._closed:
                 raise SupervisorClosedError
             spawned = await _start_process(
-                (*self._shell.argv, cmd), cwd, env, False, self._shell.executable, self.sandbox
+                (*self._shell.argv, cmd),
+                cwd,
+                env,
+                False,
+                self._shell.executable,
+                self.sandbox,
+                follow_links=session.follow_links,
             )
         except BaseException:
             session.ended.set()  # nothing started (aclose may be waiting for it)

@@ -19,9 +19,10 @@ into the directory itself and starts one command at a time (``_commands``).
 
 How a directory is placed: by its path, against the mount points, without a system
 call. The longest mount point that is a prefix of the normalised path gives the file
-system. A symbolic link under a local mount point that leads onto a network file
-system is not followed; the workspace itself is resolved when an Environment opens, so
-only a ``workdir`` through such a link is misplaced. A mount made after the table was
+system. The workspace itself is resolved when an Environment opens; any other directory
+(a ``workdir``) may lead through a symbolic link onto a network file system, so it is
+resolved first, in a worker thread that a cancel can leave (``follow_links``), and it
+is local only when both the path and where it leads are. A mount made after the table was
 read is seen at the next start: the kernel marks the open table, and a ``poll`` of it
 (no wait, no disk) tells each start whether to read it again.
 """
@@ -37,7 +38,7 @@ from typing import Final, final
 
 import attrs
 
-from penguin._concurrency import run_in_worker
+from penguin._concurrency import run_in_worker, run_leavable_in_worker
 
 __all__ = ["LOCAL_TYPES", "MountTable", "on_local_disk", "read_mount_table"]
 
@@ -183,11 +184,14 @@ _watch: Final = _Watch()
 _table: MountTable | None = None
 
 
-async def on_local_disk(directory: Path) -> bool:
+async def on_local_disk(directory: Path, *, follow_links: bool = False) -> bool:
     """Whether a child may change into ``directory`` on the loop's thread (see the module).
 
     Reads the mount table in a worker the first time, and again after the kernel said
-    it changed; otherwise answers at once, without a checkpoint.
+    it changed; otherwise answers at once, without a checkpoint. With ``follow_links``
+    (a directory not known to be resolved) a local path is resolved too, in a worker
+    that a cancel leaves after a second: a link onto a file server that stopped
+    answering holds that worker, not the caller.
     """
     global _table
     if _watch.changed():
@@ -195,4 +199,10 @@ async def on_local_disk(directory: Path) -> bool:
     table = _table
     if table is None:
         table = _table = await run_in_worker(_reread)
-    return table.is_local(os.fspath(directory))
+    path = os.fspath(directory)
+    if not table.is_local(path):
+        return False
+    if not follow_links:
+        return True
+    target = await run_leavable_in_worker(lambda _check: os.path.realpath(path))
+    return target == path or table.is_local(target)

@@ -199,3 +199,41 @@ async def test_design_2_a_directory_whose_server_stopped_answering_holds_up_only
     assert "here" in outputs["here"]
     assert "Connection refused" in outputs["there"]
     assert str(remote) in outputs["there"]
+
+
+async def test_design_2_a_directory_through_a_link_is_placed_where_the_link_leads(
+    tmp_path: Path, table: None
+) -> None:
+    # /proc stands for a network file system, as above; the link itself is on tmp's disk.
+    (tmp_path / "link").symlink_to("/proc")
+    (tmp_path / "near").symlink_to(tmp_path)
+    assert await on_local_disk(tmp_path / "link")  # by its path alone
+    assert not await on_local_disk(tmp_path / "link", follow_links=True)
+    assert await on_local_disk(tmp_path / "near", follow_links=True)
+    assert await on_local_disk(tmp_path / "missing", follow_links=True)  # its start will say
+
+
+async def test_design_2_only_a_workdir_is_resolved_before_its_command_starts(
+    env: penguin.Environment, monkeypatch: pytest.MonkeyPatch, table: None
+) -> None:
+    """A command in the workspace (resolved when it opened) costs no worker trip to place."""
+    workspace = env.config.workspace_dir
+    (workspace / "sub").mkdir()
+    (workspace / "link").symlink_to("/proc")
+    resolved: list[str] = []
+    leavable = _mounts.run_leavable_in_worker
+
+    async def counted(work: Any, **options: Any) -> Any:
+        result = await leavable(work, **options)
+        resolved.append(result)
+        return result
+
+    monkeypatch.setattr(_mounts, "run_leavable_in_worker", counted)
+    with children_started_on_this_thread() as seen:
+        here = await exec_command(env, "pwd")
+        there = await exec_command(env, "pwd", workdir="sub")
+        linked = await exec_command(env, "pwd", workdir="link")
+    outputs = [o.output.strip() for o in (here, there, linked)]
+    assert outputs == [str(workspace), f"{workspace}/sub", "/proc"]
+    assert resolved == [f"{workspace}/sub", "/proc"]  # the two workdirs, each once
+    assert seen == [str(workspace), f"{workspace}/sub"]  # the linked one: in a worker
