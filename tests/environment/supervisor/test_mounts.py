@@ -22,6 +22,7 @@ import pytest
 import trio
 
 import penguin
+from penguin._concurrency import run_leavable_in_worker
 from penguin.environment.supervisor import _mounts
 from penguin.environment.supervisor._mounts import (
     MountTable,
@@ -221,7 +222,7 @@ async def test_design_2_only_a_workdir_is_resolved_before_its_command_starts(
     (workspace / "sub").mkdir()
     (workspace / "link").symlink_to("/proc")
     resolved: list[str] = []
-    leavable = _mounts.run_leavable_in_worker
+    leavable = run_leavable_in_worker
 
     async def counted(work: Any, **options: Any) -> Any:
         result = await leavable(work, **options)
