@@ -153,6 +153,26 @@ async def test_x2_1_tricks_fail_in_the_kernel_and_leave_the_decoy_untouched(
     assert tree_digest(decoy) == before
 
 
+@pytest.mark.parametrize("tty", [False, True])
+async def test_x2_1_a_workdir_through_a_link_is_no_way_out(
+    workspace: Path, decoy: Path, tty: bool
+) -> None:
+    # The command runs in the directory as named, and the supervisor resolves a workdir
+    # to place its start: neither may carry a write out of the roots.
+    before = tree_digest(decoy)
+    (workspace / "out").symlink_to(decoy)
+    async with sandboxed(workspace) as env:
+        where = await sh(env, "pwd -P", workdir="out", tty=tty)
+        written = await sh(env, "echo x > n.txt; echo y > keep.txt", workdir="out", tty=tty)
+        inside = await sh(env, "echo z > made.txt && echo done", workdir=".", tty=tty)
+    assert str(decoy) in where
+    assert "Read-only file system" in written, written
+    assert "exit code" in written, written
+    assert "done" in inside
+    assert (workspace / "made.txt").read_text() == "z\n"
+    assert tree_digest(decoy) == before
+
+
 async def test_x2_2_file_tools_enforce_the_policy_in_process(workspace: Path, decoy: Path) -> None:
     before = tree_digest(decoy)
     (workspace / "link").symlink_to(decoy)

@@ -363,10 +363,10 @@ empty.env_start = whole.env_end
 command_line_only = Map.from_buffer_copy(empty)
 if what in ("both", "exec"):
     empty.arg_start = whole.arg_end
-phases = [(empty, spans[0]), (whole, spans[1])]
 if what == "exec":
-    phases.insert(1, (command_line_only, spans[1]))
-    phases[2] = (whole, spans[2])
+    phases = [(empty, spans[0]), (command_line_only, spans[1]), (whole, spans[2])]
+else:
+    phases = [(empty, spans[0]), (whole, spans[1])]
 
 def show(bounds):
     bounds.brk = libc.sbrk(0)
