@@ -27,7 +27,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import trio
@@ -36,27 +35,13 @@ from penguin._concurrency import collapse_single
 from penguin._log import warn
 
 from ._results import BatchResult
-from ._runner import BatchSettings, error_result, run_tasks
+from ._runner import BatchSettings, error_result, run_tasks, settings_from_wire, settings_to_wire
 from ._tasks import BatchTask
 
 __all__ = ["STOP_GRACE_S", "run_in_processes"]
 
 STOP_GRACE_S: Final = 20.0
 """How long a stopped worker gets to end its sessions before it is killed."""
-
-
-def _settings_line(settings: BatchSettings) -> dict[str, Any]:
-    return {
-        "root": None if settings.root is None else str(settings.root),
-        "project_id": settings.project_id,
-        "agent_id": settings.agent_id,
-        "concurrency": settings.concurrency,
-        "approve": settings.approve,
-        "provider": settings.provider,
-        "model_id": settings.model_id,
-        "max_turns": settings.max_turns,
-        "timeout_s": settings.timeout_s,
-    }
 
 
 async def run_in_processes(
@@ -93,7 +78,7 @@ async def _drive(
 ) -> None:
     by_id = {task.id: task for task in share}
     reported: set[str] = set()
-    lines = [json.dumps(_settings_line(settings))]
+    lines = [json.dumps(settings_to_wire(settings))]
     lines += [json.dumps(task.to_json()) for task in share]
     lines.append("run")
     process = await trio.lowlevel.open_process(
@@ -181,18 +166,7 @@ async def _worker_main() -> None:
         lines += [line.strip() for line in complete]
     header, *rest = lines
     share_lines = rest[: rest.index(b"run")]
-    wire = json.loads(header)
-    settings = BatchSettings(
-        root=None if wire["root"] is None else Path(wire["root"]),
-        project_id=wire["project_id"],
-        agent_id=wire["agent_id"],
-        concurrency=wire["concurrency"],
-        approve=wire["approve"],
-        provider=wire["provider"],
-        model_id=wire["model_id"],
-        max_turns=wire["max_turns"],
-        timeout_s=wire["timeout_s"],
-    )
+    settings = settings_from_wire(json.loads(header))
     share = [BatchTask.from_json(json.loads(line)) for line in share_lines]
     interrupt = trio.Event()
     # One writer, in order: a task's "started" line always comes before its result.

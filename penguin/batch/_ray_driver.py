@@ -54,10 +54,10 @@ from ._ray_cluster import NAMESPACE, check_ray, connected
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._ray_worker import AGENT_FILES, BatchWorker
 from ._results import BatchResult
-from ._runner import BatchSettings, error_result
+from ._runner import BatchSettings, error_result, settings_to_wire
 from ._tasks import BatchTask
 
-__all__ = ["POLL_TIMEOUT_S", "POLL_WAIT_S", "RayDriver", "read_agent_files", "settings_to_wire"]
+__all__ = ["POLL_TIMEOUT_S", "POLL_WAIT_S", "RayDriver", "read_agent_files"]
 
 POLL_WAIT_S: Final = 1.0
 """How long one ``take`` waits for something to finish before answering empty."""
@@ -351,12 +351,6 @@ def _write_traces(
         if name == remote_name:
             local = str(target)
     return local
-
-
-def settings_to_wire(settings: BatchSettings) -> dict[str, Any]:
-    wire = attrs.asdict(settings)
-    wire["root"] = None if settings.root is None else str(settings.root)
-    return wire
 
 
 def read_agent_files(settings: BatchSettings) -> dict[str, bytes]:

@@ -28,10 +28,10 @@ from penguin._log import warn
 from ._atomic import write_atomically
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._results import BatchResult
-from ._runner import BatchSettings, run_tasks
+from ._runner import BatchSettings, run_tasks, settings_from_wire
 from ._tasks import BatchTask
 
-__all__ = ["AGENT_FILES", "GATHER_S", "BatchWorker", "settings_from_wire"]
+__all__ = ["AGENT_FILES", "GATHER_S", "BatchWorker"]
 
 AGENT_FILES: Final = ("project_config", "system_config", "vault")
 """The agent's files a worker needs (attributes of AgentPaths)."""
@@ -209,9 +209,3 @@ def _write_agent_files(settings: BatchSettings, files: Mapping[str, bytes]) -> N
                 continue  # the same file (the driver's own machine, or done before)
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_atomically(target, data, mode=0o600)
-
-
-def settings_from_wire(wire: Mapping[str, Any]) -> BatchSettings:
-    fields = dict(wire)
-    fields["root"] = None if fields.get("root") is None else Path(fields["root"])
-    return BatchSettings(**fields)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, final
@@ -58,6 +58,8 @@ __all__ = [
     "error_result",
     "run_tasks",
     "run_until_stopped",
+    "settings_from_wire",
+    "settings_to_wire",
 ]
 
 HARD_STOP_GRACE_S: Final = 10.0
@@ -85,6 +87,24 @@ class BatchSettings:
     sandbox: dict[str, Any] | None = None
     """The batch's sandbox as plain values (``SandboxPolicy`` fields); ``None``: the
     project file's ``[sandbox]``, else none."""
+
+
+def settings_to_wire(settings: BatchSettings) -> dict[str, Any]:
+    """``settings`` as JSON values, for a worker in another process (every field).
+
+    The one form both the processes backend and Ray's send: a field added to
+    :class:`BatchSettings` reaches every worker without a change here.
+    """
+    wire = attrs.asdict(settings)
+    wire["root"] = None if settings.root is None else str(settings.root)
+    return wire
+
+
+def settings_from_wire(wire: Mapping[str, Any]) -> BatchSettings:
+    """The :class:`BatchSettings` that :func:`settings_to_wire` gave ``wire`` for."""
+    fields = dict(wire)
+    fields["root"] = None if fields.get("root") is None else Path(fields["root"])
+    return BatchSettings(**fields)
 
 
 @final

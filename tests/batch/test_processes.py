@@ -14,6 +14,7 @@ from penguin import batch
 from penguin.batch import BatchResult, BatchTask, run_batch
 from penguin.batch._processes import run_in_processes
 from penguin.batch._runner import BatchSettings
+from penguin.environment.sandbox import SandboxPolicy, probe
 from penguin.llm import testing as t
 
 from .scripted import TaskScripts, configure_model, exec_reply, logged_exec, prompt, read_log
@@ -100,6 +101,50 @@ async def test_20_2_an_interrupt_reaches_every_worker_process(
     assert {r.error for r in results} == {"interrupted"}
     assert processes_with("sleep 31.562") == []
     assert (progress.done, progress.running) == (2, 0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_x1_3_the_batch_s_sandbox_reaches_every_worker_process(
+    model: tuple[TaskScripts, Path], tmp_path: Path, workers: int
+) -> None:
+    """``run_batch(sandbox=...)`` holds in a worker process as in this one.
+
+    The processes backend once sent its workers every setting but the sandbox, so
+    ``penguin batch --workers 2 --sandbox read-only --no-network`` ran its tasks under
+    the project file's sandbox, or none: they wrote and reached the network.
+    """
+    if (reason := probe().reason) is not None:
+        pytest.skip(f"sandbox unavailable here: {reason}")
+    scripts, root = model
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    reached = 0
+    async with trio.open_nursery() as nursery:
+        (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listener.socket.getsockname()[1]
+
+        async def count(stream: trio.SocketStream) -> None:
+            nonlocal reached
+            reached += 1
+            await stream.aclose()
+
+        nursery.start_soon(trio.serve_listeners, count, [listener])
+        ids = ["s0", "s1"]  # with two workers, one task each
+        for task_id in ids:
+            target = shlex.quote(str(outside / task_id))
+            scripts.scripts[task_id] = [
+                exec_reply(f"echo x > {target}; (exec 3<>/dev/tcp/127.0.0.1/{port}); true")
+            ]
+        tasks = [BatchTask(id=task_id, prompt=prompt(task_id)) for task_id in ids]
+        policy = SandboxPolicy(mode="read-only", network=False, writable_tmp=False)
+        async with run_batch(
+            tasks, root=root, concurrency=2, workers=workers, sandbox=policy
+        ) as stream:
+            results = {result.id: result async for result in stream}
+        nursery.cancel_scope.cancel()
+    assert {r.status for r in results.values()} == {"completed"}
+    assert sorted(p.name for p in outside.iterdir()) == []
+    assert reached == 0
 
 
 async def test_b2_3_worker_processes_say_they_are_starting_until_a_task_starts(
