@@ -46,7 +46,7 @@ import trio
 
 from penguin import config as cfg
 from penguin._concurrency import collapse_single
-from penguin._log import logger
+from penguin._log import logger, warn
 from penguin.trace import DIR_MODE, FILE_MODE
 
 from ._atomic import write_atomically
@@ -183,15 +183,21 @@ class RayDriver:
 
     async def _drive(self, context: _RunContext, share: _Share, name: str) -> None:
         """Run one share on one new worker; on its loss, the unfinished tasks once more."""
-        lost = await self._run_share(context, share, name)
+        lost, cause = await self._run_share(context, share, name)
         if not lost:
             return
         if context.interrupt.is_set():
             return  # interrupted: tasks lost now simply have no result (``--resume``)
+        one = len(lost) == 1
+        said = f"[penguin] Ray worker {name} was lost ({cause}); " + (
+            "its unfinished task" if one else f"its {len(lost)} unfinished tasks"
+        )
         if share.attempt == 1:
+            warn(f"{said} {'runs' if one else 'run'} again on a new worker")
             retry = _Share(lost, attempt=2)
             await self._drive(context, retry, f"{name}-retry")
             return
+        warn(f"{said} {'ends' if one else 'end'} in error (lost twice)")
         for task in lost:
             await self._deliver(
                 context,
@@ -199,8 +205,13 @@ class RayDriver:
                 traces=[],
             )
 
-    async def _run_share(self, context: _RunContext, share: _Share, name: str) -> list[BatchTask]:
-        """Drive ``share`` on a worker named ``name``; the tasks it lost (none if it ended)."""
+    async def _run_share(
+        self, context: _RunContext, share: _Share, name: str
+    ) -> tuple[list[BatchTask], str]:
+        """Drive ``share`` on a worker named ``name``: the tasks it lost, and why.
+
+        No tasks (and no reason) when the worker ended its share.
+        """
         ray = self._ray
         full_name = f"batch-{self._run_id}-{name}"
         actor = await self._call(
@@ -230,17 +241,17 @@ class RayDriver:
                 if report["finished"]:
                     break
             await self._call(lambda: ray.get(run_ref, timeout=POLL_TIMEOUT_S))
-        except lost_error:
+        except lost_error as exc:
             lost = share.unfinished()
             for task in lost:
                 if task.id in share.started and context.on_lost is not None:
                     context.on_lost(task)
             with trio.CancelScope(shield=True):
                 await self._kill(full_name)
-            return lost
+            return lost, _why_lost(ray, exc)
         with trio.CancelScope(shield=True):
             await self._kill(full_name)
-        return []
+        return [], ""
 
     async def _deliver(
         self, context: _RunContext, result: BatchResult, *, traces: Sequence[Sequence[Any]]
@@ -332,6 +343,13 @@ def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
         exceptions.RayTaskError,
         exceptions.ObjectLostError,
     )
+
+
+def _why_lost(ray: Any, exc: BaseException) -> str:
+    """Why a worker counts as lost, for the line that says so: a hang, or Ray's error."""
+    if isinstance(exc, ray.exceptions.GetTimeoutError):
+        return f"no answer in {POLL_TIMEOUT_S:.0f} s"
+    return type(exc).__name__
 
 
 def _write_traces(

@@ -9,7 +9,10 @@ The live line is a plain carriage-return redraw (``\r`` and erase-to-end-of-line
 cut to the terminal's width so it never wraps: one line needs no screen library.
 Nothing else writes over it: while it is drawn, penguin's log lines (a task's
 ``max_turns`` notice, say) go through the display, which clears the line, writes
-the message on a line of its own and draws the progress again.
+the message on a line of its own and draws the progress again; so does whatever a
+library prints on stdout when that is the same terminal (Ray's driver prints a dead
+worker's account there, from a thread of its own). The display's writes hold one
+lock, so a line from another thread never lands inside a redraw.
 
 Ctrl-C interrupts every running task gracefully (their results say ``aborted``;
 tasks not started yet get none, so ``--resume`` runs them later), and the command
@@ -30,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import logging
 import shutil
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, TextIO, final
@@ -339,6 +344,7 @@ class ProgressDisplay:
         self._live = live
         self._drawn = False
         self._shown = 0
+        self._lock = threading.RLock()  # lines may come from other threads (Ray's, logging)
 
     def finished(self, result: batch.BatchResult) -> None:
         """A result was written."""
@@ -354,22 +360,33 @@ class ProgressDisplay:
 
     def line(self, text: str) -> None:
         """``text`` on a line of its own, above the live line (which is drawn again)."""
-        self._clear()
-        self._write(f"{text}\n")
-        if self._live:
-            self._draw()
+        with self._lock:
+            self._clear()
+            self._write(f"{text}\n")
+            if self._live:
+                self._draw()
 
     @contextlib.contextmanager
     def routing_logs(self) -> Iterator[None]:
-        """While the live line is shown, penguin's log lines go above it, never into it."""
+        """While the live line is shown, penguin's log lines go above it, never into it.
+
+        So does what is printed on ``sys.stdout`` when it is a terminal too: line by line.
+        """
         if not self._live:
             yield
             return
         handler = _AboveTheLine(self)
         _log.logger.addHandler(handler)
+        stdout = sys.stdout
+        above = _LinesAbove(self, stdout) if _is_terminal(stdout) else None
+        if above is not None:
+            sys.stdout = above
         try:
             yield
         finally:
+            if above is not None:
+                sys.stdout = stdout
+                above.end()
             _log.logger.removeHandler(handler)
 
     async def refresh_every(self, seconds: float) -> None:
@@ -382,20 +399,23 @@ class ProgressDisplay:
 
     def close(self, trailer: str) -> None:
         """Replace the live line with the summary."""
-        self._clear()
         summary = self._progress.summary(trio.current_time())
-        self._write(f"penguin batch: {summary}; {trailer}\n")
+        with self._lock:
+            self._clear()
+            self._write(f"penguin batch: {summary}; {trailer}\n")
 
     def _draw(self) -> None:
         width = shutil.get_terminal_size((100, 24)).columns
         line = self._progress.line(trio.current_time())[: max(10, width - 1)]
-        self._write(f"\r\x1b[K{line}")
-        self._drawn = True
+        with self._lock:
+            self._write(f"\r\x1b[K{line}")
+            self._drawn = True
 
     def _clear(self) -> None:
-        if self._drawn:
-            self._write("\r\x1b[K")
-            self._drawn = False
+        with self._lock:
+            if self._drawn:
+                self._write("\r\x1b[K")
+                self._drawn = False
 
     def _write(self, text: str) -> None:
         try:
@@ -415,6 +435,49 @@ class _AboveTheLine(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self._display.line(record.getMessage())
+
+
+@final
+class _LinesAbove(io.TextIOBase):
+    """``sys.stdout`` while the live line is drawn on the same terminal.
+
+    Each whole line written goes to the display, above its live line; a line not
+    ended yet waits for its end (or for :meth:`end`).
+    """
+
+    def __init__(self, display: ProgressDisplay, terminal: TextIO) -> None:
+        super().__init__()
+        self._display = display
+        self._terminal = terminal
+        self._partial = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._display.line(line)
+        return len(text)
+
+    def end(self) -> None:
+        """Show the line not ended yet, if any (the routing is over)."""
+        with self._lock:
+            rest, self._partial = self._partial, ""
+        if rest:
+            self._display.line(rest)
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._terminal.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # read-only on io.TextIOBase
+        return self._terminal.encoding
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -369,6 +369,77 @@ async def test_b2_5_a_killed_worker_s_tasks_are_retried_once_and_nothing_is_writ
     starts = {i: [w for w, _ in events].count("start") for i, events in read_log(log).items()}
     assert {i: starts[i] for i in ("t1", "t3", "t5")} == {"t1": 1, "t3": 1, "t5": 1}
     assert all(starts[i] == 2 for i in ("t0", "t2", "t4")), starts  # killed, run again
+    said = [line for line in done.stderr.decode().splitlines() if "] Ray worker " in line]
+    assert len(said) == 1, said  # what the driver did about it, in its own words
+    assert re.fullmatch(
+        r"\[penguin\] Ray worker w0 was lost \(\w+\); its 3 unfinished tasks run again "
+        r"on a new worker",
+        said[0],
+    ), said
+
+
+async def test_b2_3_ray_s_account_of_a_dead_worker_never_lands_inside_the_live_line(
+    cluster: Cluster, model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    """On a terminal, Ray's driver prints a SIGKILLed worker's death on stdout, from a
+    thread of its own; it used to land in the middle of the progress line."""
+    scripts, driver_home = model
+    log, parents, gate = tmp_path / "times.log", tmp_path / "parents.log", tmp_path / "gate"
+    ids = [f"t{n}" for n in range(4)]  # w0 gets t0, t2; w1 gets t1, t3
+    for task_id in ids:  # all wait until Ray has spoken: the live line is up meanwhile
+        body = f"echo {task_id} $$ $PPID >> {parents}; until [ -e {gate} ]; do sleep 0.05; done"
+        scripts.scripts[task_id] = [logged_exec(log, task_id, body)]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    flags = ("--backend", "ray", "--ray-address", cluster.address, "--workers", "2")
+    leader, follower = os.openpty()  # stdout and stderr: one terminal, as for a person
+    shown: list[bytes] = []
+    try:
+        async with trio.lowlevel.FdStream(leader) as terminal, trio.open_nursery() as nursery:
+
+            async def drain() -> None:
+                with contextlib.suppress(trio.BrokenResourceError):  # EIO: no writer left
+                    while chunk := await terminal.receive_some(65536):
+                        shown.append(chunk)
+
+            def text() -> str:
+                return re.sub(r"\x1b\[[0-9;]*m", "", b"".join(shown).decode(errors="replace"))
+
+            nursery.start_soon(drain)
+            process = await trio.lowlevel.open_process(
+                [*PENGUIN, "batch", str(tasks), "-o", str(out), *flags, "--concurrency", "2"],
+                env={**cluster.env, "PENGUIN_HOME": str(driver_home)},
+                cwd=tmp_path,
+                stdout=follower,
+                stderr=follower,
+            )
+            os.close(follower)
+            follower = -1
+            try:
+                await wait_until(lambda: {"t0", "t2"} <= set(read_log(log)), within=120)
+                worker = _worker_of(parents, "t0")
+                assert "BatchWorker" in " ".join(worker.cmdline())
+                worker.kill()
+                await wait_until(lambda: "(raylet)" in text() and "was lost" in text(), within=60)
+                gate.touch()
+                with trio.fail_after(120):
+                    assert await process.wait() == 0, text()
+            finally:
+                gate.touch()
+                if process.returncode is None:
+                    process.kill()
+    finally:
+        if follower >= 0:
+            os.close(follower)
+    shown_text = text()
+    for mark in ("(raylet)", "[penguin] Ray worker w0 was lost"):
+        starts = [m.start() for m in re.finditer(re.escape(mark), shown_text)]
+        assert starts, shown_text
+        for start in starts:  # each on a line of its own: right after an erased line
+            before = shown_text[max(0, start - 80) : start + 40]
+            assert shown_text[:start].endswith(("\r\x1b[K", "\n")), repr(before)
+    assert not re.search(r"ETA [^\r\n]*\(raylet\)", shown_text)
+    assert sorted(results_of(out)) == ids
 
 
 async def test_b2_5_a_task_lost_twice_gets_error(
@@ -411,6 +482,13 @@ async def test_b2_5_a_task_lost_twice_gets_error(
     (result,) = results_of(out).values()
     assert result["status"] == "error"
     assert "lost twice" in str(result["error"])
+    said = [line for line in done.stderr.decode().splitlines() if "] Ray worker " in line]
+    assert [line.split(" was lost ")[0] for line in said] == [
+        "[penguin] Ray worker w0",
+        "[penguin] Ray worker w0-retry",
+    ]
+    assert said[0].endswith("; its unfinished task runs again on a new worker")
+    assert said[1].endswith("; its unfinished task ends in error (lost twice)")
 
 
 @pytest.fixture
