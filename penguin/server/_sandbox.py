@@ -25,7 +25,7 @@ from penguin._log import warn
 from penguin.agent import Agent
 from penguin.environment.sandbox import MODES, SandboxPolicy, probed, recorded_policy, refusal
 from penguin.environment.sandbox import warning as fallback_warning
-from penguin.trace import find_session
+from penguin.trace import TraceLocation, find_session
 
 from ._errors import ApiError
 
@@ -86,7 +86,11 @@ async def session_policy(agent: Agent, mode: str | None, network: bool | None) -
 
 
 def _from_trace(traces: Path, session_id: str) -> dict[str, object]:
-    location = find_session(traces, session_id)
+    return _recorded(find_session(traces, session_id))
+
+
+def _recorded(location: TraceLocation | None) -> dict[str, object]:
+    """The two fields as the session's newest trace file (``location``) records them."""
     if location is None:
         return dict(_OFF)
     try:
@@ -115,6 +119,21 @@ class SandboxInfo:
     def forget(self, session_id: str) -> None:
         """A deleted session's entry (a long-lived server must not keep every one)."""
         self._known.pop(session_id, None)
+
+    async def learn(self, newest: Mapping[str, TraceLocation | None]) -> None:
+        """Read at once what the sessions of ``newest`` (id: its newest trace file) record.
+
+        For a listing: one trip to a worker thread for every session not known yet, with
+        the files already found, where :meth:`fields` would search the traces directory
+        once per session (a first listing of 900 sessions took 3.5 s).
+        """
+        unknown = {key: where for key, where in newest.items() if key not in self._known}
+        if unknown:
+            read = await trio.to_thread.run_sync(
+                lambda: {key: _recorded(where) for key, where in unknown.items()}
+            )
+            for key, known in read.items():
+                self._known.setdefault(key, known)  # one created meanwhile knows better
 
     async def fields(self, session_id: str, traces: Path) -> dict[str, Any]:
         """The two fields of the session's JSON."""

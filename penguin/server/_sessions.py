@@ -301,10 +301,11 @@ class ServerSessions:
         if not rows:
             return []
         traces = self._paths(project_id, agent_id).traces_dir
-        with_trace = {
-            loc.session_id for loc in await trio.to_thread.run_sync(trace_locations, traces)
+        newest = {  # index order: each session's newest file comes last
+            loc.session_id: loc for loc in await trio.to_thread.run_sync(trace_locations, traces)
         }
-        return [await self._info(row, has_trace=row.session_id in with_trace) for row in rows]
+        await self._sandbox.learn({row.session_id: newest.get(row.session_id) for row in rows})
+        return [await self._info(row, has_trace=row.session_id in newest) for row in rows]
 
     async def get(self, session_id: str) -> dict[str, Any]:
         """One session, with its ``tracePath`` (S4.4)."""

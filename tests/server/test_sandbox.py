@@ -5,6 +5,7 @@ The API over real HTTP, and the page's create-form field and badge in Chromium.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import httpx
@@ -105,6 +106,49 @@ async def test_x1_3_sessions_indexed_from_traces_take_the_traces_policy(
         listed = (await client.get(SESSIONS)).json()["sessions"]
     found = {s["sessionId"]: (s["sandboxMode"], s["network"]) for s in listed}
     assert found == {ids["none"]: ("off", True), ids["boxed"]: ("read-only", False)}
+
+
+_SCANNED: list[str] | None = None
+"""While a list, the directories ``os.scandir`` is asked for (an audit hook fills it)."""
+
+
+def _note_scans(event: str, args: tuple[object, ...]) -> None:
+    if event == "os.scandir" and _SCANNED is not None and args:
+        _SCANNED.append(str(args[0]))
+
+
+@kernel
+async def test_x1_3_a_listing_reads_the_traces_directory_once(root: Path, workspace: Path) -> None:
+    """Each session's policy is read from the trace files the listing found: a search of
+    the traces directory per session made a first listing of 900 sessions take 3.5 s."""
+    global _SCANNED
+    agent = penguin.Agent.open(root)
+    ids = set()
+    for number in range(5):
+        policy = penguin.SandboxPolicy(mode="read-only") if number % 2 else None
+        llm = ScriptedLLM([turn(text("ok"))])
+        async with agent.session(workspace, llm=llm, sandbox=policy) as session:
+            await session.flush_trace()
+            ids.add(session.session_id)
+    traces = str(agent.paths.traces_dir)
+    sys.addaudithook(_note_scans)  # for good: it notes nothing once _SCANNED is None again
+    options = ServerOptions(port=0, root=root, token=TOKEN, grace=5.0)
+    async with (
+        open_server(options) as server,
+        httpx.AsyncClient(base_url=server.base_url, headers=AUTH, timeout=30) as client,
+    ):
+        _SCANNED = []
+        try:
+            listed = (await client.get(SESSIONS)).json()["sessions"]
+            again = (await client.get(SESSIONS)).json()["sessions"]
+            scanned = list(_SCANNED)
+        finally:
+            _SCANNED = None
+    modes = {s["sessionId"]: s["sandboxMode"] for s in listed}
+    assert sorted(modes.values()) == ["off", "off", "off", "read-only", "read-only"]
+    assert set(modes) == ids
+    assert again == listed
+    assert scanned.count(traces) == 2, scanned  # once per listing, whatever the sessions
 
 
 # --------------------------------------------------------------------------- the page
