@@ -345,6 +345,7 @@ class ProgressDisplay:
         self._drawn = False
         self._shown = 0
         self._lock = threading.RLock()  # lines may come from other threads (Ray's, logging)
+        self._text = ""  # the live line as last drawn from Trio's thread
 
     def finished(self, result: batch.BatchResult) -> None:
         """A result was written."""
@@ -405,10 +406,12 @@ class ProgressDisplay:
             self._write(f"penguin batch: {summary}; {trailer}\n")
 
     def _draw(self) -> None:
-        width = shutil.get_terminal_size((100, 24)).columns
-        line = self._progress.line(trio.current_time())[: max(10, width - 1)]
+        """Draw the live line: afresh on Trio's thread, as last drawn from any other."""
+        if trio.lowlevel.in_trio_run():  # the progress and its clock are the loop's
+            width = shutil.get_terminal_size((100, 24)).columns
+            self._text = self._progress.line(trio.current_time())[: max(10, width - 1)]
         with self._lock:
-            self._write(f"\r\x1b[K{line}")
+            self._write(f"\r\x1b[K{self._text}")
             self._drawn = True
 
     def _clear(self) -> None:

@@ -4,16 +4,21 @@ a batch SIGKILLed mid-run that leaves no process and resumes each id once."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import trio
 
+from penguin import batch
 from penguin.batch import BatchResult
+from penguin.cli._batch import ProgressDisplay, _LinesAbove
 
 from .scripted import (
     TaskScripts,
@@ -140,6 +145,37 @@ async def test_18_4_log_lines_never_land_inside_the_live_progress_line(
     for start in notices:  # each on a line of its own: right after an erased line
         assert text[:start].endswith("\r\x1b[K"), repr(text[max(0, start - 80) : start + 40])
     assert not re.search(r"ETA [^\r\n]*\[penguin\]", text)
+
+
+async def test_18_4_a_line_from_another_thread_goes_above_the_live_line() -> None:
+    """Ray's driver prints from a thread of its own, and the display draws it above the
+    live line: the redraw after it must not need Trio's clock, which only the loop's
+    thread may read (it raised there, and the printing thread died)."""
+    out = io.StringIO()
+    progress = batch.BatchProgress(total=3)
+    display = ProgressDisplay(progress, out, live=True)
+    progress.task_started(trio.current_time())
+    display.finished(batch.BatchResult(id="a", status="completed"))
+    failed: list[BaseException] = []
+
+    with display.routing_logs():  # as the command does, on Trio's thread
+        stdout = _LinesAbove(display, sys.stdout)  # what it puts in sys.stdout's place
+
+        def print_from_a_thread() -> None:
+            try:
+                print("(raylet) A worker died", file=stdout)
+                logging.getLogger("penguin").warning("[penguin] a warning")
+            except BaseException as exc:  # what the thread would die of
+                failed.append(exc)
+
+        await trio.to_thread.run_sync(print_from_a_thread)
+    assert failed == []
+    live = "0/3 done, 1 running, 0 failed, -- tasks/min, ETA --"
+    assert out.getvalue() == (
+        f"\r\x1b[K{live}"  # drawn by finished() (a result written, none counted done)
+        f"\r\x1b[K(raylet) A worker died\n\r\x1b[K{live}"
+        f"\r\x1b[K[penguin] a warning\n\r\x1b[K{live}"
+    )
 
 
 async def test_21_2_a_sigkilled_batch_leaves_nothing_and_resume_runs_each_id_once(
