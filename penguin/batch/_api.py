@@ -123,11 +123,15 @@ async def run_batch(
     stop = interrupt if interrupt is not None else trio.Event()
     send, receive = trio.open_memory_channel[BatchResult](math.inf)
 
+    running: set[str] = set()  # started and not yet finished nor lost: what progress counts
+
     def started(task: BatchTask) -> None:
+        running.add(task.id)
         if progress is not None:
             progress.task_started(trio.current_time())
 
     def lost(task: BatchTask) -> None:
+        running.discard(task.id)
         if progress is not None:
             progress.task_lost()
 
@@ -136,8 +140,10 @@ async def run_batch(
             progress.phase = text
 
     async def finished(result: BatchResult) -> None:
+        was_running = result.id in running  # a task a lost worker never started was not
+        running.discard(result.id)
         if progress is not None:
-            progress.task_finished(result, trio.current_time())
+            progress.task_finished(result, trio.current_time(), was_running=was_running)
         await send.send(result)
 
     if progress is not None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -34,6 +36,14 @@ async def _run(ids: list[str], root: Path, workers: int) -> dict[str, BatchResul
     tasks = [BatchTask(id=task_id, prompt=prompt(task_id)) for task_id in ids]
     async with run_batch(tasks, root=root, concurrency=4, workers=workers) as stream:
         return {result.id: result async for result in stream}
+
+
+def _one_each(
+    ids: list[str], root: Path, **options: Any
+) -> AbstractAsyncContextManager[AsyncIterator[BatchResult]]:
+    """``ids`` on two worker processes, one session at a time in each."""
+    tasks = [BatchTask(id=task_id, prompt=prompt(task_id)) for task_id in ids]
+    return run_batch(tasks, root=root, concurrency=1, workers=2, **options)
 
 
 async def test_20_2_local_workers_run_the_tasks_in_that_many_processes(
@@ -68,6 +78,37 @@ async def test_20_2_a_worker_process_that_dies_leaves_its_tasks_an_error(
     assert results["a"].error == "its worker process exited with status -9"
 
 
+async def test_b2_3_a_dead_worker_s_tasks_that_never_started_leave_the_running_count(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    """Only a task that had started counts as running: a dead worker's unstarted tasks,
+    given an error, took one off the running count each, so the other worker's running
+    task stopped being counted."""
+    scripts, root = model
+    go, gate = tmp_path / "go", tmp_path / "gate"
+    scripts.scripts["a1"] = [exec_reply(f"until [ -e {go} ]; do sleep 0.05; done; kill -9 $PPID")]
+    scripts.scripts["b1"] = [exec_reply(f"until [ -e {gate} ]; do sleep 0.05; done")]
+    ids = ["a1", "b1", "a2", "b2"]  # shares, one session at a time: a1, a2 and b1, b2
+    progress = batch.BatchProgress(total=4)
+    seen: dict[str, str] = {}
+    async with trio.open_nursery() as nursery:
+
+        async def consume() -> None:
+            async with _one_each(ids, root, progress=progress) as stream:
+                async for result in stream:
+                    seen[result.id] = result.status
+
+        nursery.start_soon(consume)
+        await wait_until(lambda: progress.running == 2, within=60)  # a1 and b1
+        go.touch()  # a1's worker dies now, a2 unstarted
+        await wait_until(lambda: "a1" in seen and "a2" in seen, within=60)
+        running = progress.running
+        gate.touch()
+    assert (seen["a1"], seen["a2"]) == ("error", "error")
+    assert running == 1  # b1 still runs, and is still counted
+    assert (progress.done, progress.running, progress.failed) == (4, 0, 2)
+
+
 async def test_20_2_an_interrupt_reaches_every_worker_process(
     model: tuple[TaskScripts, Path], tmp_path: Path
 ) -> None:
@@ -82,14 +123,7 @@ async def test_20_2_an_interrupt_reaches_every_worker_process(
     async with trio.open_nursery() as nursery:
 
         async def consume() -> None:
-            async with run_batch(
-                [BatchTask(id=i, prompt=prompt(i)) for i in ids],
-                root=root,
-                concurrency=1,
-                workers=2,
-                interrupt=interrupt,
-                progress=progress,
-            ) as stream:
+            async with _one_each(ids, root, interrupt=interrupt, progress=progress) as stream:
                 async for result in stream:
                     results.append(result)
 
