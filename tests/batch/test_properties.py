@@ -7,7 +7,9 @@ Hypothesis builds any valid :class:`BatchTask` and :class:`BatchResult`:
   and ``recorded_ids`` finds its id (B1.2, B1.3);
 - a task file of such lines, with blank lines anywhere, parses to the tasks in order;
   one bad line anywhere is reported with its own line number, and a repeated id at the
-  line of its second use.
+  line of its second use;
+- a batch's settings sent to a worker process as a JSON line read back as the same
+  settings, every field (the processes backend once dropped the sandbox).
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from penguin.batch import (
     TokenTotals,
     parse_tasks,
 )
+from penguin.batch._api import _plain
 from penguin.batch._results import BATCH_STATUSES, recorded_ids
+from penguin.batch._runner import BatchSettings, settings_from_wire, settings_to_wire
+from penguin.environment.sandbox import MODES, SandboxPolicy
 
 words = st.text(st.characters(codec="utf-8"), min_size=1).filter(lambda s: s.strip() != "")
 json_values = st.recursive(
@@ -85,6 +90,40 @@ def results(draw: st.DrawFn) -> BatchResult:
         error=draw(maybe_text),
         metadata=draw(metadata),
     )
+
+
+@st.composite
+def batch_settings(draw: st.DrawFn) -> BatchSettings:
+    model = draw(st.none() | st.tuples(words, words))
+    paths = st.lists(absolute_paths.map(str), max_size=3)
+    policy = SandboxPolicy(
+        mode=draw(st.sampled_from(MODES)),
+        network=draw(st.none() | st.booleans()),
+        writable_roots=draw(paths),
+        writable_tmp=draw(st.booleans()),
+        protected=draw(paths),
+        data_root=draw(st.none() | absolute_paths.map(str)),
+    )
+    return BatchSettings(
+        root=draw(st.none() | absolute_paths),
+        project_id=draw(words),
+        agent_id=draw(words),
+        concurrency=draw(st.integers(1, 10**4)),
+        approve=draw(st.sampled_from(UNATTENDED_MODES)),
+        provider=None if model is None else model[0],
+        model_id=None if model is None else model[1],
+        max_turns=draw(st.none() | st.integers(1, 10**6)),
+        timeout_s=draw(st.none() | st.floats(min_value=0.001, max_value=1e9, allow_nan=False)),
+        sandbox=draw(st.none() | st.just(_plain(policy))),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch_settings())
+def test_20_2_a_batch_s_settings_reach_a_worker_process_whole(chosen: BatchSettings) -> None:
+    line = json.dumps(settings_to_wire(chosen))
+    assert "\n" not in line
+    assert settings_from_wire(json.loads(line)) == chosen
 
 
 def line_of(task: BatchTask) -> str:
