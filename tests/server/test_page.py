@@ -367,6 +367,55 @@ def test_s8_1_on_a_phone_s_width_the_header_and_a_waiting_call_fit_the_screen(
 
 
 @needs_chromium
+def test_s8_1_a_click_in_a_waiting_call_s_first_300_ms_is_not_an_answer(
+    site: ThreadedServer, watched: Watched, model: ScriptedModel, workspace: Path
+) -> None:
+    """As chat's C5.1 for keys: the click of a person who has not seen the call yet (a
+    double click's second, a call scrolled in under the pointer) neither allows nor denies."""
+    page = watched.page
+    task = model.script(
+        "Make a file.", calls(exec_command("echo made > made.txt", "Make it")), say("Made.")
+    )
+    create_session(site, title="Early clicks", workspace=str(workspace), approvalMode="always-ask")
+    sign_in(page, site)
+    page.locator(".session-item", has_text="Early clicks").click()
+    # Every decision button is clicked the moment it is drawn, before the page goes on.
+    page.evaluate(
+        """() => {
+            window.earlyClicks = [];
+            new MutationObserver(() => {
+                for (const button of document.querySelectorAll(".approval-buttons button")) {
+                    if (button.dataset.tried) continue;
+                    button.dataset.tried = "1";
+                    window.earlyClicks.push([button.textContent, button.disabled]);
+                    button.click();
+                }
+            }).observe(document.body, { childList: true, subtree: true });
+        }"""
+    )
+    send(page, task)
+    call = page.locator(".call.pending")
+    expect(call).to_have_count(1)
+    allow = call.get_by_role("button", name="Allow", exact=True)
+    expect(allow).to_be_enabled()  # armed, 300 ms on
+    assert page.evaluate("window.earlyClicks") == [
+        ["Allow", True],
+        ["Allow for session", True],
+        ["Deny", True],
+        ["Deny with reason", True],
+    ]
+    session_id = page.evaluate("location.hash.slice(1)")
+    waiting = api(site, "GET", f"/api/sessions/{session_id}/approvals").json()["approvals"]
+    assert len(waiting) == 1  # none of the four early clicks answered it
+    expect(call.locator(".verdict")).to_have_text("waiting for you")
+    expect(page.locator(".reason-form")).to_have_count(0)
+    assert not (workspace / "made.txt").exists()
+    allow.click()
+    expect(page.locator(".turn.assistant").last).to_have_text("Made.")
+    assert (workspace / "made.txt").read_text() == "made\n"
+
+
+@needs_chromium
 def test_s8_1_text_streams_in_before_the_turn_ends_steer_and_abort(
     site: ThreadedServer, watched: Watched, model: ScriptedModel
 ) -> None:

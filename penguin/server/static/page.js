@@ -10,6 +10,11 @@
 
 const POLL_MS = 2500;
 const REOPEN_MS = 3000;
+// A waiting call's buttons take no click in their first ARM_MS, as `penguin chat` takes no
+// key (spec chat.md C5.1): a click meant for what was under the pointer a moment before
+// (the second click of a double click, the conversation scrolling a new call in) is not
+// an answer.
+const ARM_MS = 300;
 const COLLAPSED_LINES = 4;
 const COLLAPSED_CHARS = 600;
 
@@ -651,6 +656,10 @@ class Conversation {
     const deny = button("deny", "Deny");
     const reason = button("deny reason", "Deny with reason", "Deny, and tell the model why");
     const all = [allow, session, deny, reason];
+    for (const node of all) node.disabled = true;
+    setTimeout(() => {
+      for (const node of all) node.disabled = false;
+    }, ARM_MS);
     allow.addEventListener("click", () => this.actions.decide(id, { decision: "allow" }, all));
     session.addEventListener("click", () =>
       this.actions.decide(id, { decision: "allow", forSession: true }, all));
