@@ -95,6 +95,7 @@ from ._render import (
     use_color,
 )
 from ._run import (
+    QUESTION_GUARD,
     add_agent_options,
     add_approval_options,
     add_workspace_and_model_options,
@@ -115,8 +116,6 @@ __all__ = ["COMMANDS", "STOP_WINDOW", "TaskControl", "configure"]
 
 SURFACE: Final = "penguin chat"
 """How a session this chat holds is named to a process refused it (C5.6)."""
-QUESTION_GUARD: Final = 0.3
-"""Seconds after an approval question is drawn during which keys are dropped (C5.1)."""
 QUESTION_HINT: Final = "y once · a for the session · n no · n REASON"
 """Shown beside an approval question once it takes keys."""
 STOP_WINDOW: Final = 2.0

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_CODES",
+    "QUESTION_GUARD",
     "PromptAsker",
     "add_agent_options",
     "add_approval_options",
@@ -57,6 +58,9 @@ __all__ = [
     "stdin_is_a_terminal",
     "under_controls",
 ]
+
+QUESTION_GUARD: Final = 0.3
+"""Seconds after an approval question is drawn during which no answer is taken (C5.1)."""
 
 SURFACE: Final = "penguin run"
 """How a session ``penguin run`` holds is named to a process refused it (chat.md C5.6)."""
@@ -241,6 +245,12 @@ class PromptAsker:
     ``read_line`` (``None``: end of input or Ctrl-C, which deny); an answer that is
     none of ``y``/``yes``/``n``/``no``/Enter is not guessed at: the question is asked
     again (chat.md C5.4).
+
+    On a terminal nothing typed before the question answers it, as in ``penguin chat``
+    (C5.1): ``discard`` drops the type-ahead once the question is drawn, and a line
+    that comes within ``guard`` seconds of that (nobody has read the question yet) is
+    not taken: the question is drawn again. A bare Enter pressed twice while the model
+    was thinking approved the next two calls.
     """
 
     def __init__(
@@ -249,10 +259,14 @@ class PromptAsker:
         read_line: Callable[[], Awaitable[str | None]],
         *,
         echo: bool,
+        guard: float = 0.0,
+        discard: Callable[[], None] | None = None,
     ) -> None:
         self._renderer = renderer
         self._read_line = read_line
         self._echo = echo
+        self._guard = guard
+        self._discard = discard
         self._one_at_a_time = trio.Lock()
         self._asked: set[tuple[tuple[str, ...], str]] = set()
 
@@ -273,8 +287,16 @@ class PromptAsker:
     async def _question(self, text: str) -> str | None:
         line: str | None = None
         self._renderer.prompt(text)
+        shown = trio.current_time()
+        if self._discard is not None:
+            self._discard()
         try:
-            line = await self._read_line()
+            while True:
+                line = await self._read_line()
+                if line is None or trio.current_time() - shown >= self._guard:
+                    break
+                self._renderer.answered(line, echo=self._echo)  # too soon: not an answer
+                self._renderer.prompt(text)
         finally:
             self._renderer.answered(line, echo=self._echo)
         return line
@@ -323,7 +345,14 @@ async def run_task(
 ) -> int:
     """Run ``message`` as one Task on ``session``, rendered to ``out``; the exit status."""
     renderer = Renderer(out or sys.stdout, verbose=verbose)
-    ask = PromptAsker(renderer, controls.read_line, echo=not stdin_is_a_terminal())
+    terminal = stdin_is_a_terminal()
+    ask = PromptAsker(
+        renderer,
+        controls.read_line,
+        echo=not terminal,
+        guard=QUESTION_GUARD if terminal else 0.0,
+        discard=controls.discard_typeahead if terminal else None,
+    )
     approve = approver(mode, session.environment.tool_permission, ask=ask)
     writer = session.recorder.writer
     stop = trio.Event()  # Ctrl-C, or the trace the disk refuses (issue 21.4): the task ends

@@ -16,9 +16,11 @@ behind to swallow the answer to the next one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
+import termios
 from typing import final
 
 import trio
@@ -87,6 +89,20 @@ class Controls:
         finally:
             self._prompt_cancelled = None
         return answer[0] if answer else None
+
+    def discard_typeahead(self) -> None:
+        """Drop what was typed before now (a question on a terminal takes no type-ahead).
+
+        Both the lines read and not yet taken and what waits in the terminal's input
+        queue (chat.md C5.1). Call it only when standard input is a terminal: piped
+        answers are never dropped.
+        """
+        if self._lines is not None:
+            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                while True:
+                    self._lines.receive_nowait()
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or no fd
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
 
 async def _read_stdin(send: trio.MemorySendChannel[str]) -> None:

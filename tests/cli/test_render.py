@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 
 import trio
@@ -132,6 +133,51 @@ async def test_two_questions_due_at_once_are_asked_one_after_the_other() -> None
         f"● write_file: Write it (report.txt)\n{PROMPT}n\n"
         f"  │ ● write_file: Write it (report.txt)\n{PROMPT}y\n"
     )
+
+
+async def test_c5_1_run_s_question_on_a_terminal_takes_no_answer_in_its_first_300_ms(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """``penguin run`` on a terminal, as chat (C5.1): the type-ahead is dropped once the
+    question is drawn, and a line within 300 ms of that is no answer (asked again)."""
+    mock_clock.autojump_threshold = 0
+    view, out = renderer()
+    send, receive = trio.open_memory_channel[str](math.inf)
+    discarded: list[float] = []
+
+    async def read_line() -> str | None:
+        return await receive.receive()
+
+    def discard() -> None:  # what Controls.discard_typeahead does with its queue
+        discarded.append(trio.current_time())
+        while True:
+            try:
+                receive.receive_nowait()
+            except trio.WouldBlock:
+                return
+
+    ask = PromptAsker(view, read_line, echo=False, guard=0.3, discard=discard)
+    send.send_nowait("\n")  # typed while the model was thinking
+    send.send_nowait("\n")
+    verdicts: list[str] = []
+
+    async def asks() -> None:
+        verdicts.append(await ask(write_call()))
+
+    async with trio.open_nursery() as nursery:
+        start = trio.current_time()
+        nursery.start_soon(asks)
+        await trio.testing.wait_all_tasks_blocked()
+        assert discarded == [start]  # the two Enters are gone
+        await trio.sleep(0.29)
+        await send.send("y\n")  # too soon: nobody has read it
+        await trio.testing.wait_all_tasks_blocked()
+        assert out.getvalue().count(PROMPT) == 2  # asked again
+        assert verdicts == []
+        await trio.sleep(0.02)
+        await send.send("n\n")
+    assert verdicts == ["deny"]
+    assert out.getvalue() == f"● write_file: Write it (report.txt)\n{PROMPT}{PROMPT}"
 
 
 # ---------------------------------------------------------------------- the shared view

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pexpect
 import pytest
 import trio
 
@@ -320,6 +321,40 @@ async def test_c5_4_run_asks_again_on_an_answer_it_does_not_know(tmp_path: Path)
     assert "✓ [approved]" not in out
     assert out.count("× [denied]") >= 1
     assert not list((tmp_path / "root").rglob("steps.py"))
+
+
+async def test_c5_1_run_on_a_terminal_takes_no_type_ahead_for_an_answer(tmp_path: Path) -> None:
+    """Two Enters pressed while the model thinks approved the next two calls ([Y/n]'s
+    default). On a terminal they are dropped once the question is drawn, and a line in
+    its first 300 ms is no answer either: only the person's "n" to each question counts."""
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "penguin", "demo", "--approve", "always-ask", "--root", str(tmp_path / "root")],
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(30, 120),
+    )
+    try:
+        child.send("\r\r")  # before anything is asked: type-ahead
+
+        def answer_no_to_every_question() -> None:
+            while child.expect_exact(["[Y/n] ", pexpect.EOF]) == 0:
+                child.send("n\r")  # too soon, the first times: asked again until taken
+
+        await trio.to_thread.run_sync(answer_no_to_every_question)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert not list((tmp_path / "root").rglob("steps.py"))  # the write was never allowed
+    (trace,) = (tmp_path / "root").rglob("session-*.jsonl")
+    decisions = [
+        m.payload.decision
+        for m in read_trace(trace)
+        if isinstance(m.payload, om.ApprovalDecisionPayload)
+    ]
+    assert decisions, "no question was asked"
+    assert set(decisions) == {"deny"}, decisions
 
 
 @pytest.mark.parametrize(
