@@ -53,6 +53,7 @@ from penguin._version import __version__
 
 from ._asgi import TOKEN_COOKIE, EventStreamResponse, Receive, Scope, Send, token_matches
 from ._errors import ApiError, UiFolderError
+from ._index import SessionRow
 from ._requests import decode_json
 from ._routes import valid_id, validate_ids
 from ._sessions import ServerSessions
@@ -297,32 +298,34 @@ async def list_sessions(sessions: ServerSessions, request: Request) -> Response:
     _flag(query, "cli")  # the reference's "CLI sessions too": penguin always lists them
     with_counts = _flag(query, "counts")
 
-    async def listed(archived: bool) -> list[dict[str, Any]]:
-        return await sessions.list_sessions(ids["project"], ids["agent"], archived=archived)
-
     none_here = category in ("subagent", "schedule")  # penguin has neither kind of session
-    found = [] if none_here else await listed(archived)
-    end = None if limit is None else offset + limit
-    answer: dict[str, object] = {"sessions": found[offset:end]}
-    if with_counts:
-        active = found if not none_here and not archived else await listed(False)
-        stored = found if not none_here and archived else await listed(True)
+    found = (
+        []
+        if none_here
+        else await sessions.list_sessions(
+            ids["project"], ids["agent"], archived=archived, offset=offset, limit=limit
+        )
+    )
+    answer: dict[str, object] = {"sessions": found}
+    if with_counts:  # counted from the index alone: no session's files are read
+        active = await sessions.session_rows(ids["project"], ids["agent"], archived=False)
+        stored = await sessions.session_rows(ids["project"], ids["agent"], archived=True)
         answer["counts"] = _counts(active, stored)
         answer["workspaceCounts"] = _workspace_counts(active, stored)
     return _json(answer)
 
 
-def _counts(active: list[dict[str, Any]], archived: list[dict[str, Any]]) -> dict[str, int]:
+def _counts(active: list[SessionRow], archived: list[SessionRow]) -> dict[str, int]:
     return {"active": len(active), "subagent": 0, "schedule": 0, "archived": len(archived)}
 
 
 def _workspace_counts(
-    active: list[dict[str, Any]], archived: list[dict[str, Any]]
+    active: list[SessionRow], archived: list[SessionRow]
 ) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for category, rows in (("active", active), ("archived", archived)):
         for row in rows:
-            into = counts.setdefault(str(row["workspace"]), dict.fromkeys(_CATEGORIES, 0))
+            into = counts.setdefault(str(row.workspace), dict.fromkeys(_CATEGORIES, 0))
             into[category] += 1
     return counts
 

@@ -293,11 +293,28 @@ class ServerSessions:
         self._sandbox.remember(row.session_id, policy)
         return await self._info(row, has_trace=True)
 
-    async def list_sessions(
+    async def session_rows(
         self, project_id: str, agent_id: str, *, archived: bool
+    ) -> list[SessionRow]:
+        """The agent's sessions as indexed, newest ``lastActiveAt`` first (for counting)."""
+        return await self.index.list(project_id, agent_id, archived=archived)
+
+    async def list_sessions(
+        self,
+        project_id: str,
+        agent_id: str,
+        *,
+        archived: bool,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The agent's sessions, newest ``lastActiveAt`` first (S4.3)."""
+        """The agent's sessions, newest ``lastActiveAt`` first (S4.3).
+
+        ``offset`` and ``limit`` cut the list before anything is read for a session, so
+        a page of a long list costs what the page holds.
+        """
         rows = await self.index.list(project_id, agent_id, archived=archived)
+        rows = rows[offset : None if limit is None else offset + limit]
         if not rows:
             return []
         traces = self._paths(project_id, agent_id).traces_dir

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html.parser
 import importlib.resources
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 from playwright.sync_api import (
     Browser,
     Page,
@@ -30,8 +32,10 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+import penguin
 from penguin import config as cfg
 from penguin import protocol as om
+from penguin.llm import ScriptedLLM, text, turn
 from penguin.server import RunningServer
 from penguin.trace import read_trace, trace_files
 
@@ -413,6 +417,52 @@ def test_s8_1_a_click_in_a_waiting_call_s_first_300_ms_is_not_an_answer(
     allow.click()
     expect(page.locator(".turn.assistant").last).to_have_text("Made.")
     assert (workspace / "made.txt").read_text() == "made\n"
+
+
+async def _made_elsewhere(root: Path, workspace: Path, count: int) -> list[str]:
+    """``count`` sessions with a trace under ``root`` and no row in the server's index
+    (as ``penguin batch`` leaves them): one real session's trace, copied under new ids.
+    Their ids, oldest first."""
+    agent = penguin.Agent.open(root)
+    async with agent.session(workspace, llm=ScriptedLLM([turn(text("ok"))])) as session:
+        await session.flush_trace()
+        first, path = session.session_id, session.trace_path
+    assert path is not None
+    record = path.read_text()
+    ids = [first]
+    start = time.time() + 10  # after the records themselves were written
+    os.utime(path, (start, start))
+    for number in range(1, count):
+        made = f"{first[: -len('00000000')]}{number:08x}"
+        copy = path.parent / f"{made}_001.jsonl"
+        copy.write_text(record.replace(first, made))
+        os.utime(copy, (start + number, start + number))  # last active a second apart
+        ids.append(made)
+    return ids
+
+
+@needs_chromium
+def test_s8_1_a_long_list_shows_the_newest_sessions_and_older_ones_on_request(
+    tmp_path: Path, watched: Watched, model: ScriptedModel, workspace: Path
+) -> None:
+    """A root of a few batches holds thousands of sessions, and the list is polled: the
+    page asks for the newest 200 of each agent, and "Show older sessions" for more."""
+    page = watched.page
+    root = tmp_path / "root"
+    ids = trio.run(_made_elsewhere, root, workspace, 205)
+    with ThreadedServer(root, model) as site:
+        sign_in(page, site)
+        items = page.locator(".session-item")
+        expect(items).to_have_count(200)
+        expect(items.first).to_have_attribute("data-session-id", ids[-1])  # the newest
+        older = page.locator("#more-sessions")
+        expect(older).to_be_visible()
+        older.click()
+        expect(items).to_have_count(205)
+        expect(older).to_be_hidden()
+        expect(items.last).to_have_attribute("data-session-id", ids[0])
+        asked = {re.sub(r".*/sessions", "", r.url) for r in watched.paths(r"/sessions(\?|$)")}
+        assert asked == {"?limit=201", "?limit=401"}, asked  # never the whole list
 
 
 @needs_chromium

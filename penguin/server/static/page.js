@@ -9,6 +9,10 @@
 // served under `default-src 'self'`, so it has no inline script or style.
 
 const POLL_MS = 2500;
+// The session list holds the newest LIST_PAGE sessions of each agent, and "Show older
+// sessions" adds as many again: the list is polled, and all of a root that holds a few
+// batches (thousands of sessions) every POLL_MS would keep the server and the page busy.
+const LIST_PAGE = 200;
 const REOPEN_MS = 3000;
 // A waiting call's buttons take no click in their first ARM_MS, as `penguin chat` takes no
 // key (spec chat.md C5.1): a click meant for what was under the pointer a moment before
@@ -730,6 +734,8 @@ const state = {
   selected: null,
   pollTimer: 0,
   archived: false,
+  listLimit: LIST_PAGE,
+  more: false,
 };
 
 const conversation = new Conversation($("log"), {
@@ -968,6 +974,7 @@ function drawSessions() {
   $("session-empty").textContent = state.archived ? "No archived sessions."
     : "No sessions yet. Create one above.";
   $("archived-toggle").textContent = state.archived ? "Back to sessions" : "Show archived";
+  $("more-sessions").hidden = !state.more;
   const agents = new Set(sessions.map((info) => info.agentId));
   const items = sessions.map((info) => {
     const live = state.selected && state.selected.id === info.sessionId ? state.selected.info : info;
@@ -1102,12 +1109,16 @@ async function refreshSessions() {
   }
   state.agents = agents;
   const names = [...new Set([agentId, ...agents])];
-  const query = state.archived ? "?archived=1" : "";
+  const limit = state.listLimit;
+  const query = `?limit=${limit + 1}` + (state.archived ? "&archived=1" : "");
   const lists = await Promise.all(names.map((name) =>
     api("GET", `/api/projects/${project}/agents/${encodeURIComponent(name)}/sessions${query}`)
       .then((body) => body.sessions, () => [])));
+  state.more = lists.some((list) => list.length > limit);
   const fresh = new Map();
-  for (const info of lists.flat()) fresh.set(info.sessionId, info);
+  for (const list of lists) {
+    for (const info of list.slice(0, limit)) fresh.set(info.sessionId, info);
+  }
   state.sessions = fresh;
   const selected = state.selected;
   if (selected && fresh.has(selected.id)) {
@@ -1305,8 +1316,14 @@ function deselect() {
   drawSessions();
 }
 
+async function showOlder() {
+  state.listLimit += LIST_PAGE;
+  await refreshSessions();
+}
+
 async function showArchived() {
   state.archived = !state.archived;
+  state.listLimit = LIST_PAGE;
   if (state.selected && Boolean(state.selected.info.archived) !== state.archived) deselect();
   await refreshSessions();
 }
@@ -1346,6 +1363,7 @@ async function start() {
   $("confirm-yes").addEventListener("click", deleteSession);
   $("confirm-no").addEventListener("click", () => { $("confirm-delete").hidden = true; });
   $("archived-toggle").addEventListener("click", showArchived);
+  $("more-sessions").addEventListener("click", showOlder);
   $("conversation").addEventListener("scroll", () => { following = atBottom(); }, { passive: true });
   // Expanding an output moves the bottom away without a scroll: what arrives next then
   // waits below until the person scrolls down or sends.
