@@ -446,23 +446,35 @@ def test_s8_1_a_long_list_shows_the_newest_sessions_and_older_ones_on_request(
     tmp_path: Path, watched: Watched, model: ScriptedModel, workspace: Path
 ) -> None:
     """A root of a few batches holds thousands of sessions, and the list is polled: the
-    page asks for the newest 200 of each agent, and "Show older sessions" for more."""
+    page asks for the newest 200 of each agent, and "Show older sessions" for 200 more,
+    in listings of at most 1,000 (the API's limit)."""
     page = watched.page
     root = tmp_path / "root"
-    ids = trio.run(_made_elsewhere, root, workspace, 205)
+    ids = trio.run(_made_elsewhere, root, workspace, 1005)
     with ThreadedServer(root, model) as site:
         sign_in(page, site)
         items = page.locator(".session-item")
         expect(items).to_have_count(200)
         expect(items.first).to_have_attribute("data-session-id", ids[-1])  # the newest
         older = page.locator("#more-sessions")
+        for shown in (400, 600, 800, 1000):
+            older.click()
+            expect(items).to_have_count(shown)
         expect(older).to_be_visible()
         older.click()
-        expect(items).to_have_count(205)
+        expect(items).to_have_count(1005)
         expect(older).to_be_hidden()
         expect(items.last).to_have_attribute("data-session-id", ids[0])
         asked = {re.sub(r".*/sessions", "", r.url) for r in watched.paths(r"/sessions(\?|$)")}
-        assert asked == {"?limit=201", "?limit=401"}, asked  # never the whole list
+    assert asked == {  # never the whole list, and never more than 1,000 at once
+        "?limit=201",
+        "?limit=401",
+        "?limit=601",
+        "?limit=801",
+        "?limit=1000",
+        "?limit=1&offset=1000",
+        "?limit=201&offset=1000",
+    }, asked
 
 
 @needs_chromium

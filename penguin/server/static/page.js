@@ -13,6 +13,7 @@ const POLL_MS = 2500;
 // sessions" adds as many again: the list is polled, and all of a root that holds a few
 // batches (thousands of sessions) every POLL_MS would keep the server and the page busy.
 const LIST_PAGE = 200;
+const LIMIT_MAX = 1000; // the most one listing gives (the API's `limit`)
 const REOPEN_MS = 3000;
 // A waiting call's buttons take no click in their first ARM_MS, as `penguin chat` takes no
 // key (spec chat.md C5.1): a click meant for what was under the pointer a moment before
@@ -1096,6 +1097,20 @@ function fillCreateForm() {
 
 // ------------------------------------------------------------------ actions
 
+// The newest `count` sessions at `path`, in pages the API takes (at most LIMIT_MAX each).
+async function newestSessions(path, count) {
+  const archived = state.archived ? "&archived=1" : "";
+  const found = [];
+  while (found.length < count) {
+    const size = Math.min(LIMIT_MAX, count - found.length);
+    const offset = found.length ? `&offset=${found.length}` : "";
+    const page = (await api("GET", `${path}?limit=${size}${offset}${archived}`)).sessions;
+    found.push(...page);
+    if (page.length < size) break;
+  }
+  return found;
+}
+
 async function refreshSessions() {
   const project = encodeURIComponent(state.project);
   const agentId = (state.info && state.info.agentId) || "default_agent";
@@ -1110,10 +1125,9 @@ async function refreshSessions() {
   state.agents = agents;
   const names = [...new Set([agentId, ...agents])];
   const limit = state.listLimit;
-  const query = `?limit=${limit + 1}` + (state.archived ? "&archived=1" : "");
   const lists = await Promise.all(names.map((name) =>
-    api("GET", `/api/projects/${project}/agents/${encodeURIComponent(name)}/sessions${query}`)
-      .then((body) => body.sessions, () => [])));
+    newestSessions(`/api/projects/${project}/agents/${encodeURIComponent(name)}/sessions`, limit + 1)
+      .catch(() => [])));
   state.more = lists.some((list) => list.length > limit);
   const fresh = new Map();
   for (const list of lists) {
