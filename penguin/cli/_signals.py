@@ -101,7 +101,8 @@ class Controls:
             with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
                 while True:
                     self._lines.receive_nowait()
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or no fd
+        # termios.error is not an OSError: a terminal hung up (EIO) raises it.
+        with contextlib.suppress(termios.error, OSError, ValueError, AttributeError):
             termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
 

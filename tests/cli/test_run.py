@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import trio
 
 from penguin import config as cfg
 from penguin import protocol as om
+from penguin.cli._signals import Controls
 from penguin.llm import testing as t
 from penguin.trace import read_trace
 
@@ -321,6 +323,38 @@ async def test_c5_4_run_asks_again_on_an_answer_it_does_not_know(tmp_path: Path)
     assert "✓ [approved]" not in out
     assert out.count("× [denied]") >= 1
     assert not list((tmp_path / "root").rglob("steps.py"))
+
+
+async def test_c5_1_dropping_type_ahead_drops_the_lines_read_and_survives_a_gone_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Controls.discard_typeahead``: the lines its reader took and nobody asked for are
+    dropped; a standard input that is no (longer a) terminal makes ``tcflush`` raise
+    ``termios.error``, which is no ``OSError``, and that must not end the question."""
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end) as stdin, os.fdopen(write_end, "w") as typing:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        async with trio.open_nursery() as nursery:
+            controls = Controls(nursery)
+            typing.write("first\n")
+            typing.flush()
+            assert await controls.read_line() == "first\n"  # the reader runs from here
+            typing.write("early\nearlier\n")
+            typing.flush()
+
+            def queued() -> int:  # lines the reader thread took that nobody asked for
+                lines = controls._lines
+                return 0 if lines is None else lines.statistics().current_buffer_used
+
+            with trio.fail_after(10):
+                while queued() < 2:  # noqa: ASYNC110 - a thread fills it, not a task
+                    await trio.sleep(0.01)
+            controls.discard_typeahead()
+            typing.write("answer\n")
+            typing.flush()
+            assert await controls.read_line() == "answer\n"
+            typing.close()  # end of input: the reader ends
+            assert await controls.read_line() is None
 
 
 async def test_c5_1_run_on_a_terminal_takes_no_type_ahead_for_an_answer(tmp_path: Path) -> None:
