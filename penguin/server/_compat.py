@@ -298,18 +298,17 @@ async def list_sessions(sessions: ServerSessions, request: Request) -> Response:
     _flag(query, "cli")  # the reference's "CLI sessions too": penguin always lists them
     with_counts = _flag(query, "counts")
 
+    async def rows_of(archived: bool) -> list[SessionRow]:
+        return await sessions.session_rows(ids["project"], ids["agent"], archived=archived)
+
     none_here = category in ("subagent", "schedule")  # penguin has neither kind of session
-    found = (
-        []
-        if none_here
-        else await sessions.list_sessions(
-            ids["project"], ids["agent"], archived=archived, offset=offset, limit=limit
-        )
-    )
-    answer: dict[str, object] = {"sessions": found}
+    rows = [] if none_here else await rows_of(archived)
+    end = None if limit is None else offset + limit
+    page = await sessions.describe(ids["project"], ids["agent"], rows[offset:end])
+    answer: dict[str, object] = {"sessions": page}
     if with_counts:  # counted from the index alone: no session's files are read
-        active = await sessions.session_rows(ids["project"], ids["agent"], archived=False)
-        stored = await sessions.session_rows(ids["project"], ids["agent"], archived=True)
+        active = rows if not none_here and not archived else await rows_of(False)
+        stored = rows if not none_here and archived else await rows_of(True)
         answer["counts"] = _counts(active, stored)
         answer["workspaceCounts"] = _workspace_counts(active, stored)
     return _json(answer)

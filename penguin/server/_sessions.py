@@ -296,25 +296,20 @@ class ServerSessions:
     async def session_rows(
         self, project_id: str, agent_id: str, *, archived: bool
     ) -> list[SessionRow]:
-        """The agent's sessions as indexed, newest ``lastActiveAt`` first (for counting)."""
+        """The agent's sessions as indexed, newest ``lastActiveAt`` first (S4.3).
+
+        What a listing counts and cuts to its page; :meth:`describe` makes the page's JSON.
+        """
         return await self.index.list(project_id, agent_id, archived=archived)
 
-    async def list_sessions(
-        self,
-        project_id: str,
-        agent_id: str,
-        *,
-        archived: bool,
-        offset: int = 0,
-        limit: int | None = None,
+    async def describe(
+        self, project_id: str, agent_id: str, rows: Sequence[SessionRow]
     ) -> list[dict[str, Any]]:
-        """The agent's sessions, newest ``lastActiveAt`` first (S4.3).
+        """The JSON of the agent's sessions ``rows`` (S4.3), in their order.
 
-        ``offset`` and ``limit`` cut the list before anything is read for a session, so
-        a page of a long list costs what the page holds.
+        Only these sessions' files are read, so a page of a long list (the rows of
+        :meth:`session_rows`, cut) costs what the page holds.
         """
-        rows = await self.index.list(project_id, agent_id, archived=archived)
-        rows = rows[offset : None if limit is None else offset + limit]
         if not rows:
             return []
         traces = self._paths(project_id, agent_id).traces_dir
