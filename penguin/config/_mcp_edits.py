@@ -14,21 +14,45 @@ same way, whoever wrote it) or connect to a server (the Environment does).
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from ._errors import ConfigError
 from ._mcp import DEFAULT_MCP_CONNECT_TIMEOUT_MS, McpServerConfig, McpStdioTransport
 from ._system import load_system_config, write_system_config
+from ._yaml import round_trip_yaml
 
 __all__ = ["add_mcp_server", "mcp_server_entry", "remove_mcp_server"]
 
 
+def _scalar(text: str) -> str:
+    """``text`` as ruamel writes it, or double-quoted where that would not read back.
+
+    ruamel writes some strings plainly that its own reader rejects or changes: ``:0``
+    or ``?x`` in a flow collection (an invalid file), a NEL (U+0085) in a quoted
+    scalar (read back as a space). Double quotes escape every such character.
+    """
+    probe = CommentedMap({text: text})
+    probe.fa.set_flow_style()
+    document = CommentedMap({"probe": probe})
+    stream = io.StringIO()
+    round_trip_yaml().dump(document, stream)
+    try:
+        back = round_trip_yaml().load(stream.getvalue())
+        kept = dict(back["probe"]) == {text: text}
+    except YAMLError:
+        kept = False
+    return text if kept else DoubleQuotedScalarString(text)
+
+
 def _string_map(values: Mapping[str, str]) -> CommentedMap:
-    node = CommentedMap(values)
+    node = CommentedMap({_scalar(key): _scalar(value) for key, value in values.items()})
     node.fa.set_flow_style()
     return node
 
@@ -38,19 +62,21 @@ def mcp_server_entry(server: McpServerConfig) -> CommentedMap:
     config = CommentedMap()
     transport = server.transport
     if isinstance(transport, McpStdioTransport):
-        config["command"] = transport.command
+        config["command"] = _scalar(transport.command)
         if transport.args:
-            args = CommentedSeq(transport.args)
+            args = CommentedSeq(_scalar(arg) for arg in transport.args)
             args.fa.set_flow_style()
             config["args"] = args
         if transport.env:
             config["env"] = _string_map(transport.env)
         if transport.cwd is not None:
-            config["cwd"] = transport.cwd
+            config["cwd"] = _scalar(transport.cwd)
+        if transport.sandbox:
+            config["sandbox"] = True
     else:
         if transport.kind == "sse":
             config["transport"] = "sse"
-        config["url"] = transport.url
+        config["url"] = _scalar(transport.url)
         if transport.headers:
             config["headers"] = _string_map(transport.headers)
     if server.connect_timeout_ms != DEFAULT_MCP_CONNECT_TIMEOUT_MS:

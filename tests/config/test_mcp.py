@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from penguin.config import (
     DEFAULT_MCP_CONNECT_TIMEOUT_MS,
     McpRemoteTransport,
     McpServerConfig,
     McpStdioTransport,
+    add_mcp_server,
     load_system_config,
 )
 
@@ -357,3 +361,46 @@ def test_6_5_block_style_entry_reports_the_line_of_the_bad_field(
     assert record.getMessage().startswith(
         f"{tmp_path / CONFIG}:7: tools.mcpServers[0].config.headers.X-Retries: "
     )
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+_WORD = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).filter(str.strip)
+_MAP = st.dictionaries(_WORD, _TEXT, max_size=3)
+_STDIO = st.builds(
+    McpStdioTransport,
+    command=_WORD,
+    args=st.tuples(_TEXT, _TEXT) | st.just(()),
+    env=_MAP,
+    cwd=st.none() | _WORD,
+    sandbox=st.booleans(),
+)
+_REMOTE = st.builds(
+    McpRemoteTransport,
+    kind=st.sampled_from(["http", "sse"]),
+    url=st.sampled_from(["http://127.0.0.1:8000/mcp", "https://example.com/a b?x=1"]),
+    headers=_MAP,
+)
+_SERVERS = st.builds(
+    McpServerConfig,
+    name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,11}", fullmatch=True),
+    transport=_STDIO | _REMOTE,
+    connect_timeout_ms=st.integers(1, 10**9),
+    timeout_ms=st.none() | st.integers(-5, 10**9),
+    max_output_length=st.none() | st.integers(-5, 10**9),
+    permission=st.sampled_from(["auto", "r", "rw"]),
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(server=_SERVERS)
+def test_x2_5_an_added_entry_reads_back_as_the_server_sandbox_included(
+    tmp_path: Path, server: McpServerConfig
+) -> None:
+    """What ``add_mcp_server`` writes loads as the server it was given: an opted-in
+    stdio server is never written as an unsandboxed one (spec/sandbox.md X2.5)."""
+    path = tmp_path / f"{uuid.uuid4().hex}.yaml"
+    path.write_text("# mine\n")
+    add_mcp_server(path, server)
+    assert load_system_config(path).mcp_servers == (server,)
