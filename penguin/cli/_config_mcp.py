@@ -67,7 +67,10 @@ def register(
         "list",
         location,
         help="list the configured servers",
-        description="Print one line per server: its name, its transport, its command or URL.",
+        description=(
+            "Print one line per server: its name, its transport, its command or URL, and "
+            "(sandboxed) for a local server that runs under the session's sandbox."
+        ),
         examples=("penguin config mcp list",),
         action=_list,
     )
@@ -112,6 +115,11 @@ def register(
     )
     add.add_argument("--cwd", metavar="DIR", help="its directory (stdio; default: the workspace)")
     add.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run it under the session's sandbox (stdio; default: unsandboxed, docs/sandbox.md)",
+    )
+    add.add_argument(
         "--header", action="append", default=[], metavar="K=V", help="an HTTP header (url)"
     )
     add.add_argument(
@@ -152,7 +160,9 @@ def register(
         description=(
             "Connect to the server NAME as a session would (within its connectTimeoutMs), "
             "print the time it took and its tools, and exit. Exit status 1, with the "
-            "reason, when the server is unavailable."
+            "reason, when the server is unavailable. A server whose entry sets sandbox: "
+            "true starts under the sandbox penguin run would give a session here (the "
+            "project file's [sandbox], else workspace-write), named on stderr first."
         ),
         examples=("penguin config mcp test files",),
         action=_test,
@@ -200,9 +210,16 @@ def _server_from(args: argparse.Namespace) -> McpServerConfig:
             args=tuple(args.args),
             env=_pairs(args.env, "--env"),
             cwd=args.cwd,
+            sandbox=args.sandbox,
         )
     else:
-        for option, given in (("--arg", args.args), ("--env", args.env), ("--cwd", args.cwd)):
+        stdio_only = (
+            ("--arg", args.args),
+            ("--env", args.env),
+            ("--cwd", args.cwd),
+            ("--sandbox", args.sandbox),
+        )
+        for option, given in stdio_only:
             if given:
                 raise _Refused(f"{option} applies only to a server given by --command")
         transport = McpRemoteTransport(
@@ -226,7 +243,8 @@ def _server_from(args: argparse.Namespace) -> McpServerConfig:
 def _describe(server: McpServerConfig) -> str:
     transport = server.transport
     if isinstance(transport, McpStdioTransport):
-        return " ".join([transport.command, *transport.args])
+        command = " ".join([transport.command, *transport.args])
+        return f"{command}  (sandboxed)" if transport.sandbox else command
     return transport.url
 
 
@@ -272,14 +290,40 @@ def _test(args: argparse.Namespace) -> int:
             "(penguin config mcp list shows them)"
         )
     workspace = args.workspace if args.workspace is not None else Path.cwd()
-    code: int = trio.run(_probe, server, workspace)
+    policy = None
+    if isinstance(server.transport, McpStdioTransport) and server.transport.sandbox:
+        policy = _session_policy(args)
+        if policy is None:
+            return 1
+    code: int = trio.run(_probe, server, workspace, policy)
     return code
 
 
-async def _probe(server: McpServerConfig, workspace: Path) -> int:
+def _session_policy(args: argparse.Namespace) -> Any:
+    """The policy ``penguin run`` would give a session here, or None after a refusal."""
+    import attrs
+
+    from ._sandbox import policy_for, sandbox_line
+
+    paths = config.AgentPaths(args.root, args.project_id, args.agent_id)
+    try:
+        project = config.load_project_config(paths.project_config).sandbox
+    except config.ConfigError as error:
+        raise _Refused(str(error)) from None
+    chosen = argparse.Namespace(sandbox=None, network=None)
+    policy = policy_for(chosen, project, default="workspace-write", prog=_PROG)
+    if policy is None:
+        return None
+    print(sandbox_line(policy), file=sys.stderr)
+    return attrs.evolve(policy, data_root=str(paths.root))
+
+
+async def _probe(server: McpServerConfig, workspace: Path, policy: Any) -> int:
     from penguin.environment import Environment, EnvironmentConfig
 
-    env_config = EnvironmentConfig(workspace_dir=workspace, tools=[], mcp_servers=[server])
+    env_config = EnvironmentConfig(
+        workspace_dir=workspace, tools=[], mcp_servers=[server], sandbox=policy
+    )
     async with Environment.open(env_config) as env:
         (result,) = await env.connect_mcp()
         tools = await env.list_tools()

@@ -21,11 +21,15 @@ import trio
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin.cli._render import Renderer
+from penguin.environment.sandbox import probe
 from penguin.llm import testing as t
 
-from ..environment.mcp.support import REPO, stdio_server
+from ..environment.mcp.support import REPO, stdio_server, writing_server
 from ..environment.processes import RUN_VARIABLE, marked_processes
 from .test_run import configure_model, tool_call_reply
+
+REASON = probe().reason
+kernel = pytest.mark.skipif(REASON is not None, reason=f"sandbox unavailable here: {REASON}")
 
 
 @pytest.fixture
@@ -247,6 +251,10 @@ async def test_m3_3_add_list_remove_keep_the_file_s_comments(tmp_path: Path, run
             "--arg applies only to a server given by --command",
         ),
         (["u", "--command", "x", "--env", "novalue"], "--env 'novalue': expected KEY=VALUE"),
+        (
+            ["u", "--url", "https://x", "--sandbox"],
+            "--sandbox applies only to a server given by --command",
+        ),
     ],
 )
 async def test_m3_3_add_refuses_bad_input(
@@ -287,3 +295,47 @@ async def test_m3_3_test_connects_and_lists_the_tools(tmp_path: Path, run_id: st
     unknown = await penguin("config", "mcp", "test", "zz", root=root, cwd=tmp_path, run=run_id)
     assert unknown.returncode == 1
     assert 'no MCP server named "zz"' in unknown.stderr.decode()
+
+
+async def test_x2_5_add_sandbox_writes_the_key_and_list_shows_it(
+    tmp_path: Path, run_id: str
+) -> None:
+    root = tmp_path / "root"
+    for name, more in (("boxed", ["--sandbox"]), ("open", [])):
+        command = ["config", "mcp", "add", name, "--command", "srv", *more]
+        done = await penguin(*command, root=root, cwd=tmp_path, run=run_id)
+        assert done.returncode == 0, done.stderr.decode()
+    servers = cfg.load_system_config(cfg.AgentPaths(root).system_config).mcp_servers
+    assert [(server.name, server.transport) for server in servers] == [
+        ("boxed", cfg.McpStdioTransport(command="srv", sandbox=True)),
+        ("open", cfg.McpStdioTransport(command="srv")),
+    ]
+    listed = await penguin("config", "mcp", "list", root=root, cwd=tmp_path, run=run_id)
+    assert listed.stdout.decode() == "boxed  stdio  srv  (sandboxed)\nopen   stdio  srv\n"
+
+
+@kernel
+async def test_x2_5_config_mcp_test_starts_an_opted_in_server_under_the_sandbox(
+    tmp_path: Path, run_id: str
+) -> None:
+    """As a session here would: under the project file's [sandbox] (no writable /tmp)."""
+    root, decoy, workspace = tmp_path / "root", tmp_path / "decoy", tmp_path / "ws"
+    decoy.mkdir()
+    workspace.mkdir()
+    with_server(
+        root,
+        writing_server(decoy / "boxed", sandbox=True, name="boxed"),
+        writing_server(decoy / "open", sandbox=False, name="open"),
+    )
+    project = cfg.AgentPaths(root).project_config
+    project.write_text("[sandbox]\nwritable_tmp = false\n")
+    project.chmod(0o600)
+    boxed = await penguin("config", "mcp", "test", "boxed", root=root, cwd=workspace, run=run_id)
+    assert boxed.returncode == 0, boxed.stderr.decode()
+    assert boxed.stderr.decode() == "[sandbox: workspace-write, network on]\n"
+    assert boxed.stdout.decode().startswith("boxed: connected in ")
+    assert not (decoy / "boxed").exists()
+    unboxed = await penguin("config", "mcp", "test", "open", root=root, cwd=workspace, run=run_id)
+    assert unboxed.returncode == 0, unboxed.stderr.decode()
+    assert unboxed.stderr.decode() == ""
+    assert (decoy / "open").exists()

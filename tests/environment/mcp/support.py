@@ -44,6 +44,15 @@ def stdio_server(
     return McpServerConfig(name=name, transport=transport, **options)
 
 
+def writing_server(target: Path, *, sandbox: bool, name: str = "s") -> McpServerConfig:
+    """The test server, started by a shell that first tries to write ``target``."""
+    script = f'echo x > {target} 2>/dev/null; exec "{sys.executable}" -m {SERVER_MODULE}'
+    transport = McpStdioTransport(
+        command="sh", args=("-c", script), env={"PYTHONPATH": str(REPO)}, sandbox=sandbox
+    )
+    return McpServerConfig(name=name, transport=transport)
+
+
 def command_server(name: str, command: str, *args: str, **options: Any) -> McpServerConfig:
     """Any command as a stdio server entry."""
     transport = McpStdioTransport(command=command, args=args)

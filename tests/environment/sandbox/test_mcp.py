@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 import penguin
-from penguin.config import McpServerConfig, McpStdioTransport, load_system_config
+from penguin.config import McpStdioTransport, load_system_config
 
-from ..mcp.support import REPO, SERVER_MODULE
+from ..mcp.support import writing_server
 
 pytestmark = pytest.mark.usefixtures("kernel_sandbox")
-
-
-def writing_server(target: Path, *, sandbox: bool) -> McpServerConfig:
-    """The test server, started by a shell that first tries to write ``target``."""
-    script = f'echo x > {target} 2>/dev/null; exec "{sys.executable}" -m {SERVER_MODULE}'
-    transport = McpStdioTransport(
-        command="sh", args=("-c", script), env={"PYTHONPATH": str(REPO)}, sandbox=sandbox
-    )
-    return McpServerConfig(name="s", transport=transport)
 
 
 @pytest.mark.parametrize("opted_in", [True, False])
