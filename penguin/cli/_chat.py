@@ -849,10 +849,10 @@ class _ChatAsker:
             renderer.hold()  # nothing else between the call, its question and its answer
             try:
                 answer = await self._answer()
+                notes = self._allowed_notes(call) if answer.for_session else ()
+                renderer.decided(origin, call.payload.tool_call_id, answer.verdict, notes)
             finally:
                 renderer.release()
-            if answer.for_session:
-                self._say_allowed(call)
             return answer
 
     async def _answer(self) -> Answer:
@@ -868,17 +868,16 @@ class _ChatAsker:
                 return answer
             self._chat.renderer.surface.line(REASK, "warn")  # past the hold: it is the question
 
-    def _say_allowed(self, call: om.OmniMessage[om.ToolCallPayload]) -> None:
+    @staticmethod
+    def _allowed_notes(call: om.OmniMessage[om.ToolCallPayload]) -> tuple[str]:
         added = AllowList().allow(call)  # what the session's list is about to take
         if added:
             shown = ", ".join(added)
-            note = f"[allowed for this session: {shown}; /approve lists what is allowed]"
-        else:
-            note = (
-                "[allowed once: this command cannot be allowed for the session "
-                "(it runs commands inside it, or a part does not start with a command name)]"
-            )
-        self._chat.renderer.line(note, "note")
+            return (f"[allowed for this session: {shown}; /approve lists what is allowed]",)
+        return (
+            "[allowed once: this command cannot be allowed for the session "
+            "(it runs commands inside it, or a part does not start with a command name)]",
+        )
 
 
 def _is_a_terminal(stream: Any) -> bool:

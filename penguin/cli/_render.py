@@ -375,6 +375,8 @@ class Renderer:
         self._thinking_open = False
         self._shown_calls: set[CallKey] = set()
         self._asked: set[CallKey] = set()
+        self._decided: dict[CallKey, om.ApprovalVerdict] = {}
+        """Verdicts shown with their answer (:meth:`decided`), not shown again."""
         self._labels: dict[CallKey, str] = {}
         self._names: dict[CallKey, str] = {}
         self._diff_partial: dict[CallKey, str] = {}
@@ -430,9 +432,37 @@ class Renderer:
         self._do(lambda: self.surface.question(text))
         self.hold()
 
-    def answered(self, line: str | None, *, echo: bool) -> None:
-        """The prompt was answered with ``line`` (``None``: end of input, or Ctrl-C)."""
+    def answered(self, line: str | None, *, echo: bool, release: bool = True) -> None:
+        """The prompt was answered with ``line`` (``None``: end of input, or Ctrl-C).
+
+        ``release=False`` keeps holding the rest back, for :meth:`decided` to follow.
+        """
         self.surface.answered(line, echo=echo)
+        if release:
+            self.release()
+
+    def decided(
+        self,
+        origin: tuple[str, ...],
+        tool_call_id: str,
+        verdict: om.ApprovalVerdict,
+        notes: Iterable[str] = (),
+    ) -> None:
+        """The person's verdict on a call, right under their answer, then what was held.
+
+        The label (and ``notes``, e.g. what ``a`` allowed) comes before whatever arrived
+        while the question waited, such as another call's result: a label drawn after
+        that would seem to be about it. The session's ``approval_decision`` for the call
+        then shows nothing more, unless it says something else.
+        """
+        key = (origin, tool_call_id)
+        self._decided[key] = verdict
+        named = self._held
+        self._held = None  # the label and notes first, past the hold
+        self.verdict(verdict, origin, call=key)
+        for note in notes:
+            self.line(note, "note")
+        self._held = named
         self.release()
 
     def mark_asked(self, origin: tuple[str, ...], tool_call_id: str) -> None:
@@ -496,7 +526,8 @@ class Renderer:
     def _decision(self, origin: tuple[str, ...], payload: om.ApprovalDecisionPayload) -> None:
         key = (origin, payload.tool_call_id)
         verdict = decision_verdict(payload)
-        if key in self._asked or verdict != "allow":
+        shown = self._decided.pop(key, None)
+        if (key in self._asked or verdict != "allow") and verdict != shown:
             self.verdict(verdict, origin, rule=payload.policy_rule, call=key)
         if verdict == "allow":
             label = f"{_NEST * len(origin)}{self._labels.get(key, payload.tool_call_id)}"

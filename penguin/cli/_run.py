@@ -277,12 +277,17 @@ class PromptAsker:
             self._asked.add((origin, call.payload.tool_call_id))
             self._renderer.mark_asked(origin, call.payload.tool_call_id)
             self._renderer.show(call)  # once: the stream may not have shown it yet
-            while True:
-                line = await self._question(PROMPT)
-                verdict = read_run_answer(line)
-                if verdict is not None:
-                    return verdict
-                self._renderer.line(RUN_REASK, "warn")
+            try:
+                while True:
+                    line = await self._question(PROMPT)
+                    verdict = read_run_answer(line)
+                    if verdict is not None:
+                        self._renderer.decided(origin, call.payload.tool_call_id, verdict)
+                        return verdict
+                    self._renderer.release()
+                    self._renderer.line(RUN_REASK, "warn")
+            finally:
+                self._renderer.release()  # also when the question was cancelled
 
     async def _question(self, text: str) -> str | None:
         line: str | None = None
@@ -297,8 +302,8 @@ class PromptAsker:
                     break
                 self._renderer.answered(line, echo=self._echo)  # too soon: not an answer
                 self._renderer.prompt(text)
-        finally:
-            self._renderer.answered(line, echo=self._echo)
+        finally:  # still holding: the verdict goes right under the answer
+            self._renderer.answered(line, echo=self._echo, release=False)
         return line
 
     def asked_about(self, origin: tuple[str, ...], tool_call_id: str) -> bool:

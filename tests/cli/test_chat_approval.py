@@ -208,6 +208,10 @@ async def test_c5_2_each_question_sits_under_its_own_call_and_results_are_named(
         assert len(results) == 2
         # The first result comes after the second call's decision: it names its call.
         assert any("[exec_command: First (echo one)] completed: one" in row for row in results)
+        # Each answer's label sits right under it, before the result that came while the
+        # second question waited: a label under that result would seem to be about it.
+        answers = [i for i, row in enumerate(rows) if row.startswith(QUESTION)]
+        assert [rows[i + 1] for i in answers] == ["  ✓ [approved]"] * 2, rows
         await chat.prompt()
         await chat.line("/exit")
         assert await chat.exit_status() == 0

@@ -130,8 +130,36 @@ async def test_two_questions_due_at_once_are_asked_one_after_the_other() -> None
     assert ask.asked_about((CHILD,), "child")
     assert not ask.asked_about((), "child")
     assert out.getvalue() == (
-        f"● write_file: Write it (report.txt)\n{PROMPT}n\n"
-        f"  │ ● write_file: Write it (report.txt)\n{PROMPT}y\n"
+        f"● write_file: Write it (report.txt)\n{PROMPT}n\n  × [denied]\n"
+        f"  │ ● write_file: Write it (report.txt)\n{PROMPT}y\n  │   ✓ [approved]\n"
+    )
+
+
+async def test_c5_2_the_label_sits_under_the_answer_before_what_came_meanwhile() -> None:
+    """A result that arrived while ``penguin run``'s question waited is shown after the
+    answer's label, and the session's own decision record shows no second label."""
+    view, out = renderer()
+    send, receive = trio.open_memory_channel[str](0)
+    ask = PromptAsker(view, receive.receive, echo=True)
+    view.show(write_call("c0"))
+    verdicts: list[str] = []
+
+    async def asks() -> None:
+        verdicts.append(await ask(write_call("c1")))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(asks)
+        await trio.testing.wait_all_tasks_blocked()
+        view.show(om.tool_call_output("done", "c0"))  # the earlier call ends meanwhile
+        assert "done" not in out.getvalue()  # held: the question stays where one types
+        await send.send("y\n")
+    view.show(om.approval_decision("allow", "c1"))
+    assert verdicts == ["allow"]
+    assert out.getvalue() == (
+        "● write_file: Write it (report.txt)\n"
+        f"● write_file: Write it (report.txt)\n{PROMPT}y\n"
+        "  ✓ [approved]\n"
+        "  ⎿ [write_file: Write it (report.txt)] completed: done\n"
     )
 
 
@@ -177,7 +205,8 @@ async def test_c5_1_run_s_question_on_a_terminal_takes_no_answer_in_its_first_30
         await trio.sleep(0.02)
         await send.send("n\n")
     assert verdicts == ["deny"]
-    assert out.getvalue() == f"● write_file: Write it (report.txt)\n{PROMPT}{PROMPT}"
+    # the terminal echoed each line the person typed; the label follows their "n"
+    assert out.getvalue() == f"● write_file: Write it (report.txt)\n{PROMPT}{PROMPT}  × [denied]\n"
 
 
 # ---------------------------------------------------------------------- the shared view
