@@ -53,7 +53,7 @@ from penguin._version import __version__
 
 from ._asgi import TOKEN_COOKIE, EventStreamResponse, Receive, Scope, Send, token_matches
 from ._errors import ApiError, UiFolderError
-from ._index import SessionRow
+from ._index import Page
 from ._requests import decode_json
 from ._routes import valid_id, validate_ids
 from ._sessions import ServerSessions
@@ -298,34 +298,37 @@ async def list_sessions(sessions: ServerSessions, request: Request) -> Response:
     _flag(query, "cli")  # the reference's "CLI sessions too": penguin always lists them
     with_counts = _flag(query, "counts")
 
-    async def rows_of(archived: bool) -> list[SessionRow]:
-        return await sessions.session_rows(ids["project"], ids["agent"], archived=archived)
-
     none_here = category in ("subagent", "schedule")  # penguin has neither kind of session
-    rows = [] if none_here else await rows_of(archived)
-    end = None if limit is None else offset + limit
-    page = await sessions.describe(ids["project"], ids["agent"], rows[offset:end])
+    rows = (
+        []
+        if none_here
+        else await sessions.session_rows(
+            ids["project"], ids["agent"], archived=archived, page=Page(offset, limit)
+        )
+    )
+    page = await sessions.describe(ids["project"], ids["agent"], rows)
     answer: dict[str, object] = {"sessions": page}
     if with_counts:  # counted from the index alone: no session's files are read
-        active = rows if not none_here and not archived else await rows_of(False)
-        stored = rows if not none_here and archived else await rows_of(True)
-        answer["counts"] = _counts(active, stored)
-        answer["workspaceCounts"] = _workspace_counts(active, stored)
+        counted = await sessions.workspace_counts(ids["project"], ids["agent"])
+        answer["counts"] = _counts(counted)
+        answer["workspaceCounts"] = _workspace_counts(counted)
     return _json(answer)
 
 
-def _counts(active: list[SessionRow], archived: list[SessionRow]) -> dict[str, int]:
-    return {"active": len(active), "subagent": 0, "schedule": 0, "archived": len(archived)}
+def _counts(counted: Mapping[tuple[bool, str | None], int]) -> dict[str, int]:
+    def total(archived: bool) -> int:
+        return sum(count for (stored, _), count in counted.items() if stored is archived)
+
+    return {"active": total(False), "subagent": 0, "schedule": 0, "archived": total(True)}
 
 
 def _workspace_counts(
-    active: list[SessionRow], archived: list[SessionRow]
+    counted: Mapping[tuple[bool, str | None], int],
 ) -> dict[str, dict[str, int]]:
-    counts: dict[str, dict[str, int]] = {}
-    for category, rows in (("active", active), ("archived", archived)):
-        for row in rows:
-            into = counts.setdefault(str(row.workspace), dict.fromkeys(_CATEGORIES, 0))
-            into[category] += 1
+    counts: dict[str, dict[str, int]] = {}  # by workspace name (S4.3 sets no order)
+    for (archived, workspace), count in sorted(counted.items(), key=lambda i: str(i[0][1])):
+        into = counts.setdefault(str(workspace), dict.fromkeys(_CATEGORIES, 0))
+        into["archived" if archived else "active"] += count
     return counts
 
 

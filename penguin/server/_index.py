@@ -43,7 +43,7 @@ import trio
 from penguin._concurrency import run_in_worker
 from penguin.approval import APPROVAL_MODES, ApprovalMode
 
-__all__ = ["INDEX_FILE", "SessionIndex", "SessionRow", "SessionTable"]
+__all__ = ["INDEX_FILE", "WHOLE", "Page", "SessionIndex", "SessionRow", "SessionTable"]
 
 INDEX_FILE: Final = "server.sqlite3"
 
@@ -70,6 +70,24 @@ _COLUMNS: Final = (
 )
 
 T = TypeVar("T")
+
+
+@final
+@attrs.frozen
+class Page:
+    """Which rows of a listing: ``limit`` rows (``None``: all) from ``offset``."""
+
+    offset: int = 0
+    limit: int | None = None
+
+    @property
+    def sql_limit(self) -> int:
+        """``LIMIT``'s value: -1 is SQLite's "no limit"."""
+        return -1 if self.limit is None else self.limit
+
+
+WHOLE: Final = Page()
+"""Every row."""
 
 
 @final
@@ -194,15 +212,35 @@ class SessionTable:
                 return known
         return "deny-all"
 
-    def list(self, project_id: str, agent_id: str, *, archived: bool) -> list[SessionRow]:
-        """The agent's sessions (archived or not), newest ``last_active_at`` first."""
+    def list(
+        self, project_id: str, agent_id: str, *, archived: bool, page: Page = WHOLE
+    ) -> list[SessionRow]:
+        """The agent's sessions (archived or not), newest ``last_active_at`` first.
+
+        ``page`` is cut in SQLite, so a page of a long list costs what the page holds.
+        """
         with self._lock:
             found = self._db.execute(
                 f"SELECT {_COLUMNS} FROM sessions WHERE project_id = ? AND agent_id = ? "
-                "AND archived = ? ORDER BY last_active_at DESC, session_id DESC",
-                (project_id, agent_id, int(archived)),
+                "AND archived = ? ORDER BY last_active_at DESC, session_id DESC LIMIT ? OFFSET ?",
+                (project_id, agent_id, int(archived), page.sql_limit, page.offset),
             ).fetchall()
         return [_row(values) for values in found]
+
+    def workspace_counts(
+        self, project_id: str, agent_id: str
+    ) -> dict[tuple[bool, str | None], int]:
+        """How many of the agent's sessions each ``(archived, workspace)`` pair has."""
+        with self._lock:
+            found = self._db.execute(
+                "SELECT archived, workspace, COUNT(*) FROM sessions "
+                "WHERE project_id = ? AND agent_id = ? GROUP BY archived, workspace",
+                (project_id, agent_id),
+            ).fetchall()
+        return {
+            (bool(archived), None if workspace is None else str(workspace)): int(count)
+            for archived, workspace, count in found
+        }
 
     def ids(self) -> set[str]:
         """Every indexed session id."""
@@ -362,9 +400,19 @@ class SessionIndex:
         """See :meth:`SessionTable.approval_mode` (read from the file, every time)."""
         return await self._call(lambda: self.table.approval_mode(session_id))
 
-    async def list(self, project_id: str, agent_id: str, *, archived: bool) -> list[SessionRow]:
+    async def list(
+        self, project_id: str, agent_id: str, *, archived: bool, page: Page = WHOLE
+    ) -> list[SessionRow]:
         """See :meth:`SessionTable.list`."""
-        return await self._call(lambda: self.table.list(project_id, agent_id, archived=archived))
+        return await self._call(
+            lambda: self.table.list(project_id, agent_id, archived=archived, page=page)
+        )
+
+    async def workspace_counts(
+        self, project_id: str, agent_id: str
+    ) -> dict[tuple[bool, str | None], int]:
+        """See :meth:`SessionTable.workspace_counts`."""
+        return await self._call(lambda: self.table.workspace_counts(project_id, agent_id))
 
     async def ids(self) -> set[str]:
         """See :meth:`SessionTable.ids`."""

@@ -50,7 +50,7 @@ from ._agents import Agents, check_model, check_workspace
 from ._channel import EventChannel, Subscriber, server_event_frame
 from ._errors import ApiError
 from ._idle import IdleSweep
-from ._index import SessionIndex, SessionRow
+from ._index import Page, SessionIndex, SessionRow
 from ._live import SURFACE, Live, LiveSessions
 from ._memory import MemoryTrim
 from ._requests import CreateSession, Decision, UpdateSession
@@ -294,13 +294,19 @@ class ServerSessions:
         return await self._info(row, has_trace=True)
 
     async def session_rows(
-        self, project_id: str, agent_id: str, *, archived: bool
+        self, project_id: str, agent_id: str, *, archived: bool, page: Page
     ) -> list[SessionRow]:
         """The agent's sessions as indexed, newest ``lastActiveAt`` first (S4.3).
 
-        What a listing counts and cuts to its page; :meth:`describe` makes the page's JSON.
+        A listing's ``page``, cut by the index; :meth:`describe` makes the page's JSON.
         """
-        return await self.index.list(project_id, agent_id, archived=archived)
+        return await self.index.list(project_id, agent_id, archived=archived, page=page)
+
+    async def workspace_counts(
+        self, project_id: str, agent_id: str
+    ) -> dict[tuple[bool, str | None], int]:
+        """How many sessions each ``(archived, workspace)`` pair has, from the index alone."""
+        return await self.index.workspace_counts(project_id, agent_id)
 
     async def describe(
         self, project_id: str, agent_id: str, rows: Sequence[SessionRow]
@@ -313,9 +319,9 @@ class ServerSessions:
         if not rows:
             return []
         traces = self._paths(project_id, agent_id).traces_dir
-        newest = {  # index order: each session's newest file comes last
-            loc.session_id: loc for loc in await trio.to_thread.run_sync(trace_locations, traces)
-        }
+        ids = [row.session_id for row in rows]
+        found = await trio.to_thread.run_sync(partial(trace_locations, traces, sessions=ids))
+        newest = {loc.session_id: loc for loc in found}  # index order: the newest file last
         await self._sandbox.learn({row.session_id: newest.get(row.session_id) for row in rows})
         return [await self._info(row, has_trace=row.session_id in newest) for row in rows]
 

@@ -27,6 +27,7 @@ import datetime
 import json
 import os
 import re
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Final, final
 
@@ -97,7 +98,7 @@ def _parse(date_dir: Path, name: str) -> TraceLocation | None:
     )
 
 
-def _scan(traces_dir: Path) -> list[TraceLocation]:
+def _scan(traces_dir: Path, wanted: Collection[str] | None) -> list[TraceLocation]:
     found: list[TraceLocation] = []
     try:
         date_dirs = [entry for entry in os.scandir(traces_dir) if entry.is_dir()]
@@ -109,8 +110,11 @@ def _scan(traces_dir: Path) -> list[TraceLocation]:
         except (FileNotFoundError, NotADirectoryError):
             continue  # removed (or replaced) between the two listings
         for entry in entries:
-            if entry.name.endswith(TRACE_SUFFIX) and entry.is_file():
-                location = _parse(traces_dir / date_dir.name, entry.name)
+            name = entry.name
+            if wanted is not None and name.rpartition("_")[0] not in wanted:
+                continue  # another session's: not parsed (the cheap test comes first)
+            if name.endswith(TRACE_SUFFIX) and entry.is_file():
+                location = _parse(traces_dir / date_dir.name, name)
                 if location is not None:
                     found.append(location)
     return found
@@ -121,19 +125,25 @@ def _order(location: TraceLocation) -> tuple[str, int, str]:
 
 
 def trace_locations(
-    traces_dir: str | os.PathLike[str], session_id: str | None = None
+    traces_dir: str | os.PathLike[str],
+    session_id: str | None = None,
+    *,
+    sessions: Iterable[str] | None = None,
 ) -> list[TraceLocation]:
     """Every trace file under ``traces_dir`` (of one session, or of all), in index order.
 
     Files are found in any subdirectory of ``traces_dir`` whose name matches
     ``<session_id>_<NNN>.jsonl``; other entries are ignored. The order is by session id,
     then index, then date directory (two date directories holding the same index do not
-    happen unless files were moved by hand; both are listed).
+    happen unless files were moved by hand; both are listed). ``sessions`` keeps the
+    files of those sessions only (with ``session_id``: of the sessions in both); the
+    other files' names are passed over before they are parsed, so a scan for a few
+    sessions costs little more than the directory listings.
     """
-    found = _scan(Path(traces_dir))
+    wanted: set[str] | None = None if sessions is None else set(sessions)
     if session_id is not None:
-        found = [loc for loc in found if loc.session_id == session_id]
-    return sorted(found, key=_order)
+        wanted = {session_id} if wanted is None else wanted & {session_id}
+    return sorted(_scan(Path(traces_dir), wanted), key=_order)
 
 
 def trace_files(traces_dir: str | os.PathLike[str], session_id: str) -> list[Path]:

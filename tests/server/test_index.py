@@ -11,6 +11,7 @@ import json
 import sqlite3
 import stat
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,14 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from penguin import protocol as om
 from penguin.server import _index
 from penguin.server._approvals import ApprovalRegistry
 from penguin.server._approver import SessionApprover
-from penguin.server._index import SessionIndex, SessionRow, SessionTable
+from penguin.server._index import Page, SessionIndex, SessionRow, SessionTable
 from penguin.server._scan import unindexed_sessions
 
 SID = "session-2026-01-02-03-04-05-0123abcd"
@@ -76,6 +79,49 @@ def _listing(table: SessionTable) -> None:
     assert listed == ["2", "3", "1"]
     assert [r.session_id[-1] for r in table.list("p", "a", archived=True)] == ["4"]
     assert table.list("p", "other", archived=False) == []
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sessions=st.lists(
+        st.tuples(
+            st.integers(0, 3),  # last active, with ties
+            st.sampled_from(["/w", "/v", None]),
+            st.booleans(),  # archived
+            st.sampled_from(["a", "b"]),  # agent
+        ),
+        max_size=14,
+    ),
+    offset=st.integers(0, 15),
+    limit=st.none() | st.integers(1, 15),
+)
+def test_s4_3_a_page_cut_by_the_index_is_the_slice_and_counts_add_up(
+    tmp_path: Path,
+    sessions: list[tuple[int, str | None, bool, str]],
+    offset: int,
+    limit: int | None,
+) -> None:
+    """``list(offset=, limit=)`` (LIMIT/OFFSET in SQLite) is the whole list's slice, and
+    ``workspace_counts`` counts what the whole lists hold."""
+    with contextlib.closing(SessionTable(tmp_path / f"{uuid.uuid4().hex}.sqlite3")) as table:
+        for n, (active, workspace, archived, agent) in enumerate(sessions):
+            sid = f"session-2026-01-02-03-04-05-{n:08x}"
+            stamp = f"2026-01-02T00:00:0{active}.000Z"
+            table.insert(
+                row(sid, active=stamp, workspace=workspace, archived=archived, agent_id=agent)
+            )
+        counted: dict[tuple[bool, str | None], int] = {}
+        for archived in (False, True):
+            whole = table.list("p", "a", archived=archived)
+            end = None if limit is None else offset + limit
+            cut = table.list("p", "a", archived=archived, page=Page(offset, limit))
+            assert cut == whole[offset:end]
+            for listed in whole:
+                key = (archived, listed.workspace)
+                counted[key] = counted.get(key, 0) + 1
+        assert table.workspace_counts("p", "a") == counted
 
 
 def test_s4_5_update_changes_only_the_given_fields(tmp_path: Path) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import tracemalloc
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from penguin import protocol as om
 from penguin.trace import (
@@ -227,6 +230,37 @@ def test_7_1_session_ids_with_underscores_and_digits(tmp_path: Path) -> None:
         TraceLocation(path=path, session_id="a_001", date_dir="d", index=2)
     ]
     assert trace_files(tmp_path, "a") == []
+
+
+_NAME_PARTS = st.sampled_from(["a", "a_1", "a_001", "b", "s_x", "_", ""])
+_FILE_NAMES = st.builds(
+    lambda sid, tail: sid + tail,
+    _NAME_PARTS,
+    st.sampled_from(["_001.jsonl", "_002.jsonl", "_1000.jsonl", "_01.jsonl", ".jsonl", "_001.txt"]),
+)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(st.sampled_from(["d1", "d2"]), _FILE_NAMES), max_size=12),
+    sessions=st.none() | st.sets(_NAME_PARTS),
+    one=st.none() | _NAME_PARTS,
+)
+def test_7_1_a_scan_for_some_sessions_finds_what_the_whole_scan_finds_of_them(
+    tmp_path: Path, files: list[tuple[str, str]], sessions: set[str] | None, one: str | None
+) -> None:
+    """``sessions=`` (which skips other names unparsed) changes nothing but the filter."""
+    root = tmp_path / uuid.uuid4().hex
+    root.mkdir()
+    for date_dir, name in files:
+        touch(root / date_dir / name)
+    every = trace_locations(root)
+    kept = [
+        loc
+        for loc in every
+        if (sessions is None or loc.session_id in sessions) and one in (None, loc.session_id)
+    ]
+    assert trace_locations(root, one, sessions=sessions) == kept
 
 
 def test_7_1_no_traces_dir_means_no_traces(tmp_path: Path) -> None:
