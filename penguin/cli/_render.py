@@ -41,8 +41,11 @@ from penguin import protocol as om
 from penguin.approval import verdict_label
 
 __all__ = [
+    "MCP_PREFIX",
+    "PREVIEW_ARGUMENTS",
     "PREVIEW_CONTENT_LINES",
     "PREVIEW_DIFF_LINES",
+    "PREVIEW_VALUE_CHARS",
     "CallKey",
     "Renderer",
     "Style",
@@ -57,6 +60,7 @@ __all__ = [
     "history_lines",
     "mcp_connected_line",
     "paint",
+    "sanitize",
     "shorten",
     "use_color",
 ]
@@ -108,6 +112,25 @@ def paint(text: str, style: Style, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if code else text
 
 
+_CONTROL: Final[dict[int, str]] = {
+    code: "\ufffd"
+    for code in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))
+    if code != 0x0D
+}
+_CONTROL[0x0D] = ""
+
+
+def sanitize(text: str) -> str:
+    r"""``text`` without the control characters a terminal would act on, shown as ``�``.
+
+    Newline and tab stay; a carriage return goes. A model's text, a call's arguments and
+    a tool's output are not to move the cursor, erase a line or recolour the screen: an
+    approval question drawn after ``ESC [2K`` or ``\r`` would show what the text chose.
+    C1 controls (U+0080 to U+009F) go too: some terminals read U+009B as a CSI.
+    """
+    return text.translate(_CONTROL)
+
+
 def shorten(text: str, width: int = _SUMMARY_WIDTH) -> str:
     """``text`` on one line (runs of white space made one space), cut to ``width`` with ``…``."""
     text = " ".join(text.split())
@@ -148,7 +171,8 @@ def call_preview(
     :data:`PREVIEW_DIFF_LINES` lines, then ``(+N lines)``); ``write_file``: whether
     it creates or overwrites the file (looked up under ``workspace``), then the first
     lines of the content; ``exec_command``: the whole command, wrapped at ``width``
-    and never cut. Other calls: nothing. Reads at most one ``stat``.
+    and never cut; an MCP server's tool: every argument on a line of its own (see
+    :func:`_arguments_preview`). Other calls: nothing. Reads at most one ``stat``.
     """
     try:
         args = json.loads(call.arguments)
@@ -175,9 +199,17 @@ def call_preview(
                 lead = "  $ " if index == 0 and number == 0 else "    "
                 lines.append((lead + piece, ""))
         return lines
+    if call.name.startswith(MCP_PREFIX):
+        return _arguments_preview(args, width)
     return []
 
 
+MCP_PREFIX: Final = "mcp__"
+"""How an MCP server's tools are named: ``mcp__<server>__<tool>`` (spec/mcp.md)."""
+PREVIEW_VALUE_CHARS: Final = 300
+"""The most characters of one argument's value an MCP call's question shows."""
+PREVIEW_ARGUMENTS: Final = 40
+"""The most arguments an MCP call's question lists before ``(+N more arguments)``."""
 PREVIEW_DIFF_LINES: Final = 40
 """The most diff lines an edit_file question shows before ``(+N lines)``."""
 PREVIEW_CONTENT_LINES: Final = 12
@@ -227,6 +259,38 @@ def _write_preview(args: dict[str, Any], workspace: Path | None) -> list[tuple[s
         body.pop()
     lines: list[tuple[str, Style]] = [(f"    + {line}", "ok") for line in body]
     return [(what, style), *_capped(lines, PREVIEW_CONTENT_LINES)]
+
+
+def _arguments_preview(args: dict[str, Any], width: int) -> list[tuple[str, Style]]:
+    """An MCP call's arguments, one per line, so that nothing it asks for is off screen.
+
+    The call's one-line summary is cut at the terminal's width, and a tool of an MCP
+    server may take anything: what follows the cut (a flag after a long text) would be
+    approved unseen. Every argument but ``description`` gets ``name: value``, wrapped at
+    ``width``; a value is its text (a string) or its JSON, cut after
+    :data:`PREVIEW_VALUE_CHARS` characters with ``… (+N chars)``, so a long value
+    cannot push the next argument away. More than :data:`PREVIEW_ARGUMENTS` arguments
+    end with ``(+N more arguments)``.
+    """
+    shown = [(name, value) for name, value in args.items() if name != "description"]
+    room = max(width - 8, 20)
+    lines: list[tuple[str, Style]] = []
+    for name, value in shown[:PREVIEW_ARGUMENTS]:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if len(text) > PREVIEW_VALUE_CHARS:
+            text = f"{text[:PREVIEW_VALUE_CHARS]}… (+{len(text) - PREVIEW_VALUE_CHARS:,} chars)"
+        first, *rest = textwrap.wrap(
+            f"{name}: {text}",
+            room,
+            break_long_words=True,
+            break_on_hyphens=False,
+            drop_whitespace=False,
+        ) or [f"{name}:"]
+        lines.append((f"    {first}", ""))
+        lines.extend((f"      {piece}", "") for piece in rest)
+    if len(shown) > PREVIEW_ARGUMENTS:
+        lines.append((f"    (+{len(shown) - PREVIEW_ARGUMENTS} more arguments)", "dim"))
+    return lines
 
 
 def mcp_connected_line(payload: om.McpConnectEndPayload) -> str:
@@ -307,14 +371,14 @@ class TextSurface:
             self.out.flush()
 
     def stream(self, text: str, style: Style) -> None:
-        """Write ``text`` as it is (coloured by ``style``)."""
-        self._write(paint(text, style, self.color))
+        """Write ``text`` as it is (coloured by ``style``), control characters made inert."""
+        self._write(paint(sanitize(text), style, self.color))
 
     def line(self, text: str, style: Style) -> None:
-        """One whole line, starting on a fresh line."""
+        """One whole line, starting on a fresh line (control characters made inert)."""
         if not self._at_line_start:
             self._write("\n")
-        self._write(paint(text, style, self.color) + "\n")
+        self._write(paint(sanitize(text), style, self.color) + "\n")
 
     def answer(self, text: str) -> None:
         """Nothing more to show: the text was streamed as it came."""
@@ -333,7 +397,7 @@ class TextSurface:
         a terminal) the answer is written out, so a log shows what was answered.
         """
         if echo and line:
-            self._write(line.rstrip("\r\n") + "\n")
+            self._write(sanitize(line.rstrip("\r\n")) + "\n")
         elif line is None or not line.endswith("\n"):
             self._write("\n")
         self._at_line_start = True

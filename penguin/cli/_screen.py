@@ -19,9 +19,8 @@ The live region is drawn by the Terminal's live prompt (:meth:`live`, called fro
 prompt's thread), so one owner draws the screen at a time. The state it reads is
 guarded by a lock; a streamed token costs an append to a list.
 
-Text from a model or a tool never reaches the terminal raw: control characters other
-than newline and tab are shown as ``�`` (an escape sequence in a tool's output cannot
-clear the screen or move the cursor).
+Text from a model or a tool never reaches the terminal raw (:func:`~._render.sanitize`:
+an escape sequence in a tool's output cannot clear the screen or move the cursor).
 """
 
 from __future__ import annotations
@@ -34,26 +33,17 @@ from typing import TYPE_CHECKING, Final, final
 
 from prompt_toolkit.utils import get_cwidth
 
-from ._render import CallKey, Style, paint
+from ._render import CallKey, Style, paint, sanitize
 from ._terminal import Terminal
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["ScreenSurface", "sanitize"]
+__all__ = ["ScreenSurface"]
 
 _SPINNER: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-_CONTROL: Final = {
-    code: "\ufffd" for code in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F) if code != 0x0D
-}
-_CONTROL[0x0D] = ""
 _MAX_CALL_LINES: Final = 6
 _CODE_THEME: Final = "monokai"
-
-
-def sanitize(text: str) -> str:
-    """``text`` without control characters a terminal would act on (newline and tab stay)."""
-    return text.translate(_CONTROL)
 
 
 def _wrap(line: str, width: int) -> list[str]:

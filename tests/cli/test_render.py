@@ -14,6 +14,7 @@ from penguin import protocol as om
 from penguin.approval import PROMPT
 from penguin.cli._render import (
     PREVIEW_DIFF_LINES,
+    PREVIEW_VALUE_CHARS,
     CallKey,
     Renderer,
     Style,
@@ -391,6 +392,41 @@ def test_c5_3_previews_of_an_edit_a_write_and_a_command(tmp_path: Path) -> None:
     lines = call_preview(big.payload)
     assert len(lines) == PREVIEW_DIFF_LINES + 1
     assert lines[-1] == ("    (+11 lines)", "dim")
+
+
+def test_c5_3_an_mcp_call_shows_every_argument_and_no_value_hides_the_next() -> None:
+    """An MCP tool may take anything: its question lists every argument, a long value
+    cut with the count of what is left, so a flag after a long text is still seen."""
+    args = {"description": "Save", "path": "/x", "text": "a" * 1000, "force": True}
+    lines = call_preview(om.tool_call("mcp__s__write", args, "m").payload, width=60)
+    assert lines[0] == ("    path: /x", "")
+    assert lines[1][0].startswith("    text: aaa")
+    text = "".join(line.strip() for line, _ in lines[1:-1])
+    assert text == f"text: {'a' * PREVIEW_VALUE_CHARS}…(+{1000 - PREVIEW_VALUE_CHARS} chars)"
+    assert lines[-1] == ("    force: true", "")
+    assert all(len(text) <= 60 for text, _ in lines)
+    many = {f"k{n}": n for n in range(45)}
+    listed = call_preview(om.tool_call("mcp__s__t", many, "n").payload)
+    assert listed[0] == ("    k0: 0", "")
+    assert listed[-1] == ("    (+5 more arguments)", "dim")
+    assert call_preview(om.tool_call("read_file", {"file_path": "a"}, "r").payload) == []
+
+
+def test_c5_2_control_characters_cannot_redraw_the_question() -> None:
+    """``penguin run`` writes a call's line, a model's text and a tool's output with
+    their control characters made inert: ``ESC [2K`` and ``\\r`` cannot erase the
+    command and draw another in its place."""
+    view, out = renderer()
+    cmd = "rm -rf ~/work \x1b[2K\r  $ ls -la"
+    view.show(om.partial_text("delta", "Listing \x1b[31mfiles\x1b]0;title\x07\n"))
+    view.show(om.tool_call("exec_command", {"description": "list", "cmd": cmd}, "c1"))
+    view.show(om.tool_call_output("done \x9b2J\x08\x08", "c1"))
+    view.finish()
+    shown = out.getvalue()
+    assert "rm -rf ~/work" in shown
+    for control in ("\x1b", "\r", "\x07", "\x08", "\x9b"):
+        assert control not in shown, (control, shown)
+    assert shown.splitlines()[1] == "● exec_command: list (rm -rf ~/work \ufffd[2K $ ls -la)"
 
 
 def test_c5_2_a_result_names_its_call_when_another_came_between() -> None:

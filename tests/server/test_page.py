@@ -39,6 +39,7 @@ from penguin.llm import ScriptedLLM, text, turn
 from penguin.server import RunningServer
 from penguin.trace import read_trace, trace_files
 
+from ..environment.mcp.support import stdio_server
 from .browser import ThreadedServer, chromium_path
 from .support import AUTH, SESSIONS, ScriptedModel, calls, exec_command, hang, say
 
@@ -417,6 +418,39 @@ def test_s8_1_a_click_in_a_waiting_call_s_first_300_ms_is_not_an_answer(
     allow.click()
     expect(page.locator(".turn.assistant").last).to_have_text("Made.")
     assert (workspace / "made.txt").read_text() == "made\n"
+
+
+@needs_chromium
+def test_s8_1_a_waiting_mcp_call_shows_every_argument(
+    site: ThreadedServer, watched: Watched, model: ScriptedModel, workspace: Path
+) -> None:
+    """An MCP tool's line names one argument; the person approving sees all of them, a
+    long value cut (until "Show all of it") so that the flag after it is on screen."""
+    page = watched.page
+    system_config = cfg.AgentPaths(site.root).system_config
+    cfg.dump_default_system_config(system_config)
+    cfg.add_mcp_server(system_config, stdio_server("s"))
+    note = "Meeting notes. " * 40
+    arguments = {"description": "Save it", "text": note, "overwrite": True, "to": ["a", "b"]}
+    task = model.script("Save the notes.", calls(("mcp__s__write_note", arguments)), say("Saved."))
+    create_session(site, title="MCP call", workspace=str(workspace), approvalMode="always-ask")
+    sign_in(page, site)
+    page.locator(".session-item", has_text="MCP call").click()
+    send(page, task)
+    call = page.locator(".call.pending")
+    expect(call.locator(".detail .line")).to_have_text(
+        [
+            f"text: {note[:300]}… (+{len(note) - 300} chars)",
+            "overwrite: true",
+            'to: ["a","b"]',
+        ]
+    )
+    call.get_by_role("button", name="Show all of it").click()
+    expect(call.locator(".detail .line").first).to_have_text(f"text: {note}")
+    deny = call.get_by_role("button", name="Deny", exact=True)
+    expect(deny).to_be_enabled()
+    deny.click()
+    expect(page.locator(".turn.assistant").last).to_have_text("Saved.")
 
 
 async def _made_elsewhere(root: Path, workspace: Path, count: int) -> list[str]:

@@ -22,6 +22,11 @@ const REOPEN_MS = 3000;
 const ARM_MS = 300;
 const COLLAPSED_LINES = 4;
 const COLLAPSED_CHARS = 600;
+// An MCP call's arguments (its tools are mcp__<server>__<tool>): all listed up to
+// MCP_ARGUMENTS, each value cut after VALUE_CHARS until expanded, as penguin chat does.
+const MCP_PREFIX = "mcp__";
+const MCP_ARGUMENTS = 40;
+const VALUE_CHARS = 300;
 
 const MODE_HELP = {
   "allow-all": "run every call",
@@ -291,24 +296,43 @@ function argumentLines(name, args) {
   for (const key of ["cmd", "prompt", "chars"]) {
     if (text(args[key]).includes("\n")) return split(args[key]).map((line) => ["", line]);
   }
+  if (name.startsWith(MCP_PREFIX)) return mcpArgumentLines(args);
   return null;
 }
 
-// Lines shown collapsed to their first `limit`, with a button that shows the rest.
+// An MCP tool may take anything, and its line shows one argument: every argument on a
+// line of its own, a long value cut (until "Show all of it") so none hides the next.
+function mcpArgumentLines(args) {
+  const lines = [];
+  for (const [key, value] of Object.entries(args)) {
+    if (key === "description") continue;
+    const whole = typeof value === "string" ? value : JSON.stringify(value);
+    const left = whole.length - VALUE_CHARS;
+    const short = left > 0 ? `${whole.slice(0, VALUE_CHARS)}… (+${left.toLocaleString("en")} chars)` : whole;
+    lines.push(["", `${key}: ${whole}`, `${key}: ${short}`]);
+  }
+  return lines.length ? lines : null;
+}
+
+// Lines shown collapsed to their first `limit` (a line's third item, when it has one, is
+// its shorter form), with a button that shows the rest.
 function collapsible(className, lines, limit) {
   const box = el("div", "detail " + className);
   const pre = el("pre", "detail-text");
   const toggle = el("button", "link output-toggle");
   toggle.type = "button";
   let expanded = false;
+  const cut = lines.some(([, line, short]) => short !== undefined && short !== line);
   const draw = () => {
     const shown = expanded ? lines : lines.slice(0, limit);
-    pre.replaceChildren(...shown.map(([kind, line]) => el("span", "line " + kind, line + "\n")));
+    pre.replaceChildren(...shown.map(([kind, line, short]) =>
+      el("span", "line " + kind, (expanded || short === undefined ? line : short) + "\n")));
     const hidden = lines.length - limit;
-    toggle.hidden = hidden <= 0;
+    toggle.hidden = hidden <= 0 && !cut;
     toggle.textContent = expanded ? "Show less"
-      : `Show ${hidden} more line${hidden === 1 ? "" : "s"} (${lines.length} in all)`;
-    box.classList.toggle("collapsed", hidden > 0 && !expanded);
+      : hidden > 0 ? `Show ${hidden} more line${hidden === 1 ? "" : "s"} (${lines.length} in all)`
+        : "Show all of it";
+    box.classList.toggle("collapsed", (hidden > 0 || cut) && !expanded);
   };
   toggle.addEventListener("click", () => {
     expanded = !expanded;
@@ -529,7 +553,8 @@ class Conversation {
     call.node.classList.add("filled");
     const detail = argumentLines(payload.name, args);
     if (detail && !call.detail) {
-      call.detail = collapsible("arguments", detail, COLLAPSED_LINES * 2);
+      const limit = payload.name.startsWith(MCP_PREFIX) ? MCP_ARGUMENTS : COLLAPSED_LINES * 2;
+      call.detail = collapsible("arguments", detail, limit);
       call.line.after(call.detail);
     }
   }
