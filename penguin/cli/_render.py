@@ -521,12 +521,11 @@ class Renderer:
         """
         key = (origin, tool_call_id)
         self._decided[key] = verdict
-        named = self._held
-        self._held = None  # the label and notes first, past the hold
+        held, self._held = self._held, None  # the label and notes first, past the hold
         self.verdict(verdict, origin, call=key)
         for note in notes:
             self.line(note, "note")
-        self._held = named
+        self._held = held
         self.release()
 
     def mark_asked(self, origin: tuple[str, ...], tool_call_id: str) -> None:
