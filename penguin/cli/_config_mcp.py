@@ -321,6 +321,8 @@ def _session_policy(args: argparse.Namespace) -> Any:
 async def _probe(server: McpServerConfig, workspace: Path, policy: Any) -> int:
     from penguin.environment import Environment, EnvironmentConfig
 
+    from ._render import sanitize
+
     env_config = EnvironmentConfig(
         workspace_dir=workspace, tools=[], mcp_servers=[server], sandbox=policy
     )
@@ -329,7 +331,8 @@ async def _probe(server: McpServerConfig, workspace: Path, policy: Any) -> int:
         tools = await env.list_tools()
         permissions = {tool.name: env.tool_permission(tool.name) for tool in tools}
     if result.status != "completed":
-        print(f"{_PROG}: {server.name} is unavailable: {result.error}", file=sys.stderr)
+        reason = sanitize(result.error or "")  # may quote the server's own stderr
+        print(f"{_PROG}: {server.name} is unavailable: {reason}", file=sys.stderr)
         return 1
     count = len(tools)
     print(
@@ -338,6 +341,6 @@ async def _probe(server: McpServerConfig, workspace: Path, policy: Any) -> int:
     )
     width = max((len(tool.name) for tool in tools), default=0)
     for tool in tools:
-        summary = tool.description.strip().split("\n", 1)[0]
+        summary = sanitize(tool.description.strip().split("\n", 1)[0])  # the server's text
         print(f"  {tool.name:<{width}}  {permissions[tool.name]:<2}  {summary}")
     return 0

@@ -38,6 +38,7 @@ from penguin.config import (
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
 from penguin.environment.sandbox import SandboxPolicy
 
+from ._render import sanitize
 from ._sandbox import add_sandbox_options, policy_for
 from ._signals import Controls
 
@@ -144,7 +145,7 @@ async def _list_tools(workspace: Path, servers: tuple[McpServerConfig, ...], out
         return 1
     width = max((len(t.name) for t in tools), default=0)
     for tool in tools:
-        summary = tool.description.strip().split("\n", 1)[0]
+        summary = sanitize(tool.description.strip().split("\n", 1)[0])  # a server's text
         out.write(f"{tool.name:<{width}}  {summary}\n")
     return 0
 

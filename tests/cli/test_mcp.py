@@ -339,3 +339,52 @@ async def test_x2_5_config_mcp_test_starts_an_opted_in_server_under_the_sandbox(
     assert unboxed.returncode == 0, unboxed.stderr.decode()
     assert unboxed.stderr.decode() == ""
     assert (decoy / "open").exists()
+
+
+ODD_SERVER = """
+import sys
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("odd")
+
+
+@app.tool(description="Clears \\x1b[2J\\x1b[Hthe screen\\r")
+def odd() -> str:
+    return "x"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        sys.exit("broke \\x1b[31mred\\x1b[0m")
+    app.run()
+"""
+
+
+async def test_m3_3_a_server_s_text_reaches_the_terminal_inert(tmp_path: Path, run_id: str) -> None:
+    """A tool's description and a server's complaint are the server's words: listed by
+    test and tool --list, their control characters are shown as �, not obeyed."""
+    server = tmp_path / "odd_server.py"
+    server.write_text(ODD_SERVER)
+    root = tmp_path / "root"
+    with_server(
+        root,
+        cfg.McpServerConfig(
+            name="odd", transport=cfg.McpStdioTransport(command=sys.executable, args=(str(server),))
+        ),
+        cfg.McpServerConfig(
+            name="sad",
+            transport=cfg.McpStdioTransport(command=sys.executable, args=(str(server), "x")),
+        ),
+    )
+    listed = await penguin("config", "mcp", "test", "odd", root=root, cwd=tmp_path, run=run_id)
+    assert listed.returncode == 0, listed.stderr.decode()
+    tools = await penguin("tool", "--list", root=root, cwd=tmp_path, run=run_id)
+    sad = await penguin("config", "mcp", "test", "sad", root=root, cwd=tmp_path, run=run_id)
+    assert sad.returncode == 1
+    for done in (listed, tools, sad):
+        shown = (done.stdout + done.stderr).decode()
+        assert "\x1b" not in shown, shown
+        assert "\r" not in shown, shown
+    assert "Clears \ufffd[2J\ufffd[Hthe screen" in listed.stdout.decode()
+    assert "Clears \ufffd[2J\ufffd[Hthe screen" in tools.stdout.decode()
+    assert "broke \ufffd[31mred\ufffd[0m" in sad.stderr.decode()

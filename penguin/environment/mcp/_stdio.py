@@ -90,10 +90,16 @@ class StdioServer:
         return self.process.pid
 
     def last_stderr_line(self) -> str | None:
-        """The last non-blank line the server wrote to stderr, if any."""
+        """The last non-blank line the server wrote to stderr, if any.
+
+        It is quoted in the reason a server is unavailable, which terminals show: its
+        control characters (a colour, a cursor move) are replaced by ``�``.
+        """
         text = b"".join(self.stderr_tail)[-_TAIL:].decode("utf-8", "replace")
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return lines[-1][:200] if lines else None
+        if not lines:
+            return None
+        return "".join(c if c.isprintable() else "\ufffd" for c in lines[-1][:200])
 
     def exit_reason(self) -> str | None:
         """Why the server is gone on its own (``None`` while it runs, or once closed)."""
