@@ -38,7 +38,6 @@ from penguin.config import (
 from penguin.environment import Environment, EnvironmentConfig, WorkspaceError
 from penguin.environment.sandbox import SandboxPolicy
 
-from ._render import sanitize
 from ._sandbox import add_sandbox_options, policy_for
 from ._signals import Controls
 
@@ -136,6 +135,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 async def _list_tools(workspace: Path, servers: tuple[McpServerConfig, ...], out: TextIO) -> int:
+    from ._render import sanitize  # here: a tool call itself loads no renderer (9.7)
+
     config = EnvironmentConfig(workspace_dir=workspace, mcp_servers=servers)
     try:
         async with Environment.open(config) as env:
