@@ -16,8 +16,9 @@ Task was interrupted.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TextIO, final
 
@@ -37,7 +38,7 @@ from penguin.approval import (
 from penguin.config import ConfigError
 
 from ._dataroot import unwritable_reason
-from ._render import Renderer
+from ._render import Renderer, Style, call_preview
 from ._sandbox import add_sandbox_options, policy_for, sandbox_line
 from ._signals import Controls
 
@@ -251,6 +252,9 @@ class PromptAsker:
     that comes within ``guard`` seconds of that (nobody has read the question yet) is
     not taken: the question is drawn again. A bare Enter pressed twice while the model
     was thinking approved the next two calls.
+
+    ``preview`` gives the lines drawn between a call's line and its question, as chat's
+    (C5.3): an edit's diff, a write's content, a command whole, an MCP call's arguments.
     """
 
     def __init__(
@@ -261,12 +265,14 @@ class PromptAsker:
         echo: bool,
         guard: float = 0.0,
         discard: Callable[[], None] | None = None,
+        preview: Callable[[om.ToolCallPayload], Iterable[tuple[str, Style]]] | None = None,
     ) -> None:
         self._renderer = renderer
         self._read_line = read_line
         self._echo = echo
         self._guard = guard
         self._discard = discard
+        self._preview = preview
         self._one_at_a_time = trio.Lock()
         self._asked: set[tuple[tuple[str, ...], str]] = set()
 
@@ -276,7 +282,9 @@ class PromptAsker:
             origin = call.origin or ()
             self._asked.add((origin, call.payload.tool_call_id))
             self._renderer.mark_asked(origin, call.payload.tool_call_id)
-            self._renderer.show(call)  # once: the stream may not have shown it yet
+            # its line (once: the stream may not have shown it yet), then what it would do
+            preview = () if self._preview is None else self._preview(call.payload)
+            self._renderer.question_header(call, preview)
             try:
                 while True:
                     line = await self._question(PROMPT)
@@ -357,6 +365,9 @@ async def run_task(
         echo=not terminal,
         guard=QUESTION_GUARD if terminal else 0.0,
         discard=controls.discard_typeahead if terminal else None,
+        preview=lambda call: call_preview(
+            call, session.workspace_dir, shutil.get_terminal_size().columns
+        ),
     )
     approve = approver(mode, session.environment.tool_permission, ask=ask)
     writer = session.recorder.writer

@@ -142,6 +142,37 @@ async def test_run_denies_on_end_of_input_and_still_completes(tmp_path: Path) ->
     }
 
 
+async def test_c5_3_run_shows_the_whole_command_it_asks_about(tmp_path: Path) -> None:
+    """The call's line is cut at its width; what follows the cut would be approved
+    unseen. As in chat, the question is preceded by the whole command, wrapped."""
+    cmd = "echo " + "harmless " * 30 + "&& touch gone"
+    replies = iter(
+        [
+            tool_call_reply("call_c", "exec_command", {"description": "Greet", "cmd": cmd}),
+            t.sse_reply([t.content_chunk("Understood."), t.finish_chunk()]),
+        ]
+    )
+    async with t.serve_openai_compatible(lambda request: next(replies)) as server:
+        configure_model(tmp_path / "root", server.base_url)
+        done = await penguin(
+            *("run", "-m", "Greet", "--approve", "always-ask"),
+            *("--root", str(tmp_path / "root"), "--workspace", str(tmp_path)),
+            cwd=tmp_path,
+            stdin=b"n\n",
+            env={**os.environ, "COLUMNS": "80"},
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    asked = lines.index("? Approve this tool call? [Y/n] n")
+    call = next(n for n, line in enumerate(lines) if line.startswith("● exec_command: Greet"))
+    assert "touch gone" not in lines[call]  # cut: the line alone hides it
+    shown = lines[call + 1 : asked]
+    assert shown[0].startswith("  $ echo harmless")
+    assert "".join(line[4:] for line in shown) == cmd
+    assert all(len(line) <= 80 for line in shown)
+    assert not (tmp_path / "gone").exists()
+
+
 async def test_9_1_run_labels_a_policy_hit_from_its_forbidden_decision(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     await trio.Path(workspace / "scratch").mkdir(parents=True)
