@@ -23,6 +23,8 @@ from penguin import config
 from penguin._errors import PenguinError
 from penguin.config import McpRemoteTransport, McpServerConfig, McpStdioTransport
 
+from ._sandbox import add_sandbox_options
+
 __all__ = ["register"]
 
 Handler = Callable[[argparse.Namespace], int]
@@ -162,7 +164,8 @@ def register(
             "print the time it took and its tools, and exit. Exit status 1, with the "
             "reason, when the server is unavailable. A server whose entry sets sandbox: "
             "true starts under the sandbox penguin run would give a session here (the "
-            "project file's [sandbox], else workspace-write), named on stderr first."
+            "project file's [sandbox], else workspace-write, or --sandbox and "
+            "--network), named on stderr first."
         ),
         examples=("penguin config mcp test files",),
         action=_test,
@@ -175,6 +178,7 @@ def register(
         metavar="DIR",
         help="the directory a stdio server starts in (default: the current directory)",
     )
+    add_sandbox_options(test, default="workspace-write")  # for a sandbox: true server
 
 
 def _system_config(args: argparse.Namespace) -> Path:
@@ -295,23 +299,30 @@ def _test(args: argparse.Namespace) -> int:
         policy = _session_policy(args)
         if policy is None:
             return 1
+    elif args.sandbox is not None or args.network is not None:
+        raise _Refused(
+            f"{server.name} runs unsandboxed (its entry does not set sandbox: true), "
+            "so --sandbox and --network do not apply to it"
+        )
     code: int = trio.run(_probe, server, workspace, policy)
     return code
 
 
 def _session_policy(args: argparse.Namespace) -> Any:
-    """The policy ``penguin run`` would give a session here, or None after a refusal."""
+    """The policy ``penguin run`` would give a session here, or None after a refusal.
+
+    ``--sandbox`` and ``--network`` count as they do for ``penguin run``.
+    """
     import attrs
 
-    from ._sandbox import policy_for, sandbox_line
+    from ._sandbox import policy_for, sandbox_line  # the sandbox probe only when needed
 
     paths = config.AgentPaths(args.root, args.project_id, args.agent_id)
     try:
         project = config.load_project_config(paths.project_config).sandbox
     except config.ConfigError as error:
         raise _Refused(str(error)) from None
-    chosen = argparse.Namespace(sandbox=None, network=None)
-    policy = policy_for(chosen, project, default="workspace-write", prog=_PROG)
+    policy = policy_for(args, project, default="workspace-write", prog=_PROG)
     if policy is None:
         return None
     print(sandbox_line(policy), file=sys.stderr)

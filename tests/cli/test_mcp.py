@@ -339,6 +339,17 @@ async def test_x2_5_config_mcp_test_starts_an_opted_in_server_under_the_sandbox(
     assert unboxed.returncode == 0, unboxed.stderr.decode()
     assert unboxed.stderr.decode() == ""
     assert (decoy / "open").exists()
+    # --sandbox chooses, as for penguin run; on a server that is not boxed it is refused
+    test = ("config", "mcp", "test")
+    off = await penguin(*test, "boxed", "--sandbox", "off", root=root, cwd=workspace, run=run_id)
+    assert off.returncode == 0, off.stderr.decode()
+    assert off.stderr.decode() == "[sandbox: off, network on]\n"
+    assert (decoy / "boxed").exists()
+    refused = await penguin(*test, "open", "--no-network", root=root, cwd=workspace, run=run_id)
+    assert refused.returncode == 1
+    assert "open runs unsandboxed (its entry does not set sandbox: true)" in (
+        refused.stderr.decode()
+    )
 
 
 ODD_SERVER = """
