@@ -41,6 +41,7 @@ from ._mcp_edits import remove_mcp_server as remove_mcp_server
 from ._paths import DEFAULT_AGENT_ID as DEFAULT_AGENT_ID
 from ._paths import DEFAULT_PROJECT_ID as DEFAULT_PROJECT_ID
 from ._paths import PENGUIN_HOME_VAR as PENGUIN_HOME_VAR
+from ._paths import SECRET_FILE_NAMES as SECRET_FILE_NAMES
 from ._paths import AgentPaths as AgentPaths
 from ._paths import data_root as data_root
 from ._paths import new_session_id as new_session_id
@@ -98,6 +99,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "KNOWN_BASE_URLS",
     "PENGUIN_HOME_VAR",
+    "SECRET_FILE_NAMES",
     "SUBAGENT_TOOL_NAMES",
     "AgentConfig",
     "AgentPaths",

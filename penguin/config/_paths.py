@@ -45,6 +45,7 @@ __all__ = [
     "ID_MAX_LENGTH",
     "ID_PATTERN",
     "PENGUIN_HOME_VAR",
+    "SECRET_FILE_NAMES",
     "AgentPaths",
     "data_root",
     "is_valid_id",
@@ -55,6 +56,10 @@ __all__ = [
 
 PENGUIN_HOME_VAR: Final = "PENGUIN_HOME"
 """The environment variable that moves the data root (default ``~/.penguin/data``)."""
+
+SECRET_FILE_NAMES: Final = frozenset({".vault.toml", ".project_config.toml"})
+"""Basenames of the stores that hold the user's keys (reference 3.5.3): no tool reads
+them, and neither does anything that puts a file into the conversation (``AGENTS.md``)."""
 
 DEFAULT_PROJECT_ID: Final = "default_project"
 DEFAULT_AGENT_ID: Final = "default_agent"

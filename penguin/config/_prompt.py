@@ -35,13 +35,20 @@ import datetime as dt
 import os
 import platform
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from penguin._log import warn
+from penguin._realpath import realpath
+
+from ._paths import SECRET_FILE_NAMES
+
 __all__ = [
     "AGENTS_MD_LIMIT",
+    "AGENTS_MD_READ_LIMIT",
     "DEFAULT_SYSTEM_PROMPT",
     "PLACEHOLDER_PATTERN",
     "agents_md_block",
@@ -54,6 +61,13 @@ PLACEHOLDER_PATTERN: Final = re.compile(r"\{\{([A-Z][A-Z0-9_]*)\}\}")
 
 AGENTS_MD_LIMIT: Final = 32_000
 """Characters of ``AGENTS.md`` put into the prompt; the rest is cut with a note."""
+
+AGENTS_MD_READ_LIMIT: Final = 8 * 1024 * 1024
+"""Bytes of ``AGENTS.md`` read at most (8 MiB, ``read_file``'s scan cap): a larger file's
+rest is left unread, and the note says how much."""
+
+_NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 DEFAULT_SYSTEM_PROMPT: Final = """\
 You are a software engineering and operations agent. You work for the user on a real
@@ -186,19 +200,68 @@ def agents_md_block(workspace_dir: str | os.PathLike[str]) -> str:
     Contents longer than :data:`AGENTS_MD_LIMIT` characters are cut with a note;
     bytes that are not UTF-8 are replaced. A missing, unreadable or blank file
     gives ``""``. Blocking.
+
+    What a workspace holds may come from anywhere (a cloned repository can hold an
+    ``AGENTS.md`` that is a symbolic link), so only a regular file is read, at most
+    :data:`AGENTS_MD_READ_LIMIT` bytes of it (the note then says how much was not
+    read): a link to ``/dev/zero`` or to a named pipe gives ``""`` instead of reading
+    without end or waiting for a writer. A link to one of the stores of the user's keys
+    (:data:`~penguin.config.SECRET_FILE_NAMES`) gives ``""`` too: like ``read_file``,
+    the prompt never carries them. Either is logged.
     """
-    path = Path(workspace_dir) / "AGENTS.md"
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+    path = os.path.join(os.fspath(workspace_dir), "AGENTS.md")
+    read = _read_agents_md(path)
+    if read is None:
         return ""
-    text = text.strip("\n")
+    data, size = read
+    text = data.decode("utf-8", errors="replace").strip("\n")
     if not text.strip():
         return ""
-    if len(text) > AGENTS_MD_LIMIT:
+    unread = size - len(data)
+    if len(text) > AGENTS_MD_LIMIT or unread > 0:
         cut = len(text) - AGENTS_MD_LIMIT
-        text = f"{text[:AGENTS_MD_LIMIT]}\n[AGENTS.md truncated: {cut} more characters not shown]"
+        rest = f", and {unread} more bytes not read" if unread > 0 else ""
+        note = f"[AGENTS.md truncated: {cut} more characters not shown{rest}]"
+        text = f"{text[:AGENTS_MD_LIMIT]}\n{note}"
     return f"\n[developer_instructions]\n{text}\n[/developer_instructions]\n"
+
+
+def _read_agents_md(path: str) -> tuple[bytes, int] | None:
+    """The first :data:`AGENTS_MD_READ_LIMIT` bytes of a regular file, and its size; or None.
+
+    None when there is nothing to read: no file, one that cannot be opened, one that is
+    not a regular file, or one of the secret stores.
+    """
+    try:  # no wait for a named pipe's writer; a regular file does not mind the flag
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            warn(f"[penguin] {path} is not a regular file: left out of the system prompt")
+            return None
+        store = os.path.basename(realpath(path)).lower()
+        if store in SECRET_FILE_NAMES:
+            warn(
+                f"[penguin] {path} leads to {store}, which holds the user's secrets:"
+                " left out of the system prompt"
+            )
+            return None
+        chunks: list[bytes] = []
+        left = AGENTS_MD_READ_LIMIT
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data, max(info.st_size, len(data))
 
 
 def _os_description() -> str:

@@ -17,6 +17,7 @@ def test_public_surface() -> None:
         "DEFAULT_MAX_OUTPUT_LENGTH",
         "DEFAULT_MCP_CONNECT_TIMEOUT_MS",
         "DEFAULT_TIMEOUT_MS",
+        "SECRET_FILE_NAMES",
         "SUBAGENT_TOOL_NAMES",
         "AgentConfig",
         "ConfigError",

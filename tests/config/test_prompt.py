@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import re
 import sys
 import textwrap
@@ -12,6 +14,7 @@ import pytest
 
 from penguin.config import (
     DEFAULT_SYSTEM_PROMPT,
+    SECRET_FILE_NAMES,
     ConfigError,
     agents_md_block,
     default_tools,
@@ -21,6 +24,7 @@ from penguin.config import (
     system_prompt_values,
     write_system_config,
 )
+from penguin.config._prompt import AGENTS_MD_LIMIT, AGENTS_MD_READ_LIMIT
 
 PLACEHOLDERS = {
     "CWD",
@@ -112,6 +116,67 @@ def test_agents_md_block_cuts_a_huge_file_and_replaces_bad_bytes(tmp_path: Path)
     assert block.startswith("\n[developer_instructions]\ncaf\ufffd x")
     assert "[AGENTS.md truncated: 8005 more characters not shown]" in block
     assert block.endswith("\n[/developer_instructions]\n")
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "penguin"]
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_agents_md_block_leaves_out_what_is_not_a_regular_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A link to a device reads without end; a named pipe waits for a writer."""
+    caplog.set_level(logging.WARNING, logger="penguin")
+    agents = tmp_path / "AGENTS.md"
+    agents.symlink_to("/dev/zero")
+    assert agents_md_block(tmp_path) == ""  # returned at all: nothing was read
+    agents.unlink()
+    os.mkfifo(agents)
+    assert agents_md_block(tmp_path) == ""  # returned at once: no writer was waited for
+    agents.unlink()
+    agents.mkdir()
+    assert agents_md_block(tmp_path) == ""
+    assert (
+        _warnings(caplog)
+        == [f"[penguin] {agents} is not a regular file: left out of the system prompt"] * 3
+    )
+
+
+@pytest.mark.parametrize("store", sorted(SECRET_FILE_NAMES))
+def test_agents_md_block_never_carries_a_secret_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, store: str
+) -> None:
+    """A cloned repository's AGENTS.md may be a link to the user's keys: 3.5.3's guard."""
+    caplog.set_level(logging.WARNING, logger="penguin")
+    kept = tmp_path / "state"
+    kept.mkdir()
+    (kept / store.upper()).write_text('OPENAI_API_KEY = "sk-secret"\n')
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").symlink_to(kept / store.upper())
+    assert agents_md_block(workspace) == ""
+    assert _warnings(caplog) == [
+        f"[penguin] {workspace / 'AGENTS.md'} leads to {store}, which holds the user's"
+        " secrets: left out of the system prompt"
+    ]
+    (workspace / "AGENTS.md").unlink()
+    (workspace / "AGENTS.md").symlink_to(tmp_path / "state" / "notes.md")
+    (kept / "notes.md").write_text("Use tabs.\n")
+    assert "Use tabs." in agents_md_block(workspace)  # a link elsewhere is read
+
+
+def test_agents_md_block_reads_at_most_its_limit_of_a_huge_file(tmp_path: Path) -> None:
+    size = AGENTS_MD_READ_LIMIT + 1000
+    with (tmp_path / "AGENTS.md").open("wb") as file:
+        file.write(b"x" * 10)
+        file.truncate(size)  # the rest reads as NUL characters
+    block = agents_md_block(tmp_path)
+    shown = AGENTS_MD_READ_LIMIT - AGENTS_MD_LIMIT
+    assert block.endswith(
+        f"\n[AGENTS.md truncated: {shown} more characters not shown,"
+        " and 1000 more bytes not read]\n[/developer_instructions]\n"
+    )
 
 
 # ------------------------------------------------------------------ values

@@ -50,6 +50,7 @@ import attrs
 
 from penguin._errors import PenguinError
 from penguin._realpath import realpath
+from penguin.config import SECRET_FILE_NAMES
 
 __all__ = [
     "LINE_DISPLAY_LIMIT",
@@ -402,10 +403,6 @@ def write_atomically(
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-
-
-SECRET_FILE_NAMES: Final = frozenset({".vault.toml", ".project_config.toml"})
-"""Basenames of the stores that hold the user's keys (reference 3.5.3)."""
 
 
 def secret_store_name(resolved: str) -> str | None:
