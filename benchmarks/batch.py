@@ -19,9 +19,12 @@ b. ``--tasks`` tasks (1,000) at ``--concurrency`` 64 on the local backend, every
    ``--tasks 10000 --concurrency 256`` every result written, peak RSS < 1 GiB, fds
    bounded by the concurrency. Then, from a second batch of 100 tasks under a Trio
    instrument, the tasks started and the task steps run per task: exact counts, which
-   do not move with the machine. Beside it, the model process's CPU per task, and what
-   that and the tools' CPU leave as the most any number of processes could run on this
-   machine's cores (the ceiling of (c), (d));
+   do not move with the machine. With them, the context switches of penguin's process
+   per task (every thread; waited: a thread blocked on a lock, the GIL or a system
+   call; forced: its time slice ended), steadier than CPU time and a sign of thread
+   hops and of the GIL handed back and forth between a worker and the loop. Beside it,
+   the model process's CPU per task, and what that and the tools' CPU leave as the most
+   any number of processes could run on this machine's cores (the ceiling of (c), (d));
 c. the same tasks with ``--workers 2`` on the local backend (two worker processes):
    start-up and shut-down apart, throughput between them against the median of (b)'s
    runs (target: >= 1.7 x on 2 cores);
@@ -145,6 +148,8 @@ def _usage() -> dict[str, float]:
         "cpu": own.ru_utime + own.ru_stime,
         "tools_cpu": children.ru_utime + children.ru_stime,
         "peak_rss_mib": own.ru_maxrss / 1024,
+        "voluntary_switches": own.ru_nvcsw,
+        "forced_switches": own.ru_nivcsw,
     }
 
 
@@ -195,6 +200,8 @@ async def _run_batch(root: Path, count: int, **options: Any) -> dict[str, Any]:
         "cpu": after["cpu"] - before["cpu"],
         "tools_cpu": after["tools_cpu"] - before["tools_cpu"],
         "peak_rss_mib": after["peak_rss_mib"],
+        "voluntary_switches": after["voluntary_switches"] - before["voluntary_switches"],
+        "forced_switches": after["forced_switches"] - before["forced_switches"],
         "peak_fds": peak_fds[0],
         "written": written,
         "statuses": statuses,
@@ -545,6 +552,12 @@ def _report(
     print(
         f"    scheduling work        {local['spawned_per_task']:5.1f} tasks started and"
         f" {local['steps_per_task']:.0f} task steps per task (counted, exact)"
+    )
+    print(
+        f"    context switches       {local['voluntary_switches'] / args.tasks:5.0f} waited and"
+        f" {local['forced_switches'] / args.tasks:.0f} forced per task, every thread of"
+        " penguin's process (a hop to a worker thread and back is at least two; each system"
+        " call a worker makes while the loop holds the GIL can add two more)"
     )
     every = local["written"] == args.tasks
     print(f"    results written        {local['written']:>5}    {_verdict(every)} target: all")
