@@ -46,6 +46,7 @@ from ._paths import AgentPaths as AgentPaths
 from ._paths import data_root as data_root
 from ._paths import new_session_id as new_session_id
 from ._paths import new_temp_workspace as new_temp_workspace
+from ._paths import secret_store_name as secret_store_name
 from ._paths import validate_id as validate_id
 from ._prompt import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from ._prompt import agents_md_block as agents_md_block
@@ -141,6 +142,7 @@ __all__ = [
     "render_system_prompt",
     "resolve_model",
     "save_project_config",
+    "secret_store_name",
     "select_tools",
     "set_default_model",
     "set_policy_rule_enabled",

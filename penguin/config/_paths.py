@@ -32,10 +32,13 @@ import datetime as dt
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from typing import Final, final
 
 import attrs
+
+from penguin._realpath import realpath
 
 from ._errors import InvalidIdError
 
@@ -51,6 +54,7 @@ __all__ = [
     "is_valid_id",
     "new_session_id",
     "new_temp_workspace",
+    "secret_store_name",
     "validate_id",
 ]
 
@@ -60,6 +64,34 @@ PENGUIN_HOME_VAR: Final = "PENGUIN_HOME"
 SECRET_FILE_NAMES: Final = frozenset({".vault.toml", ".project_config.toml"})
 """Basenames of the stores that hold the user's keys (reference 3.5.3): no tool reads
 them, and neither does anything that puts a file into the conversation (``AGENTS.md``)."""
+
+
+def secret_store_name(resolved: str) -> str | None:
+    """The lowercased store name when ``resolved`` or its real path is a secret store.
+
+    Case variants and symlinks to a store count, and so does a store-named symlink to
+    an ordinary file: the name alone is enough to refuse.
+    """
+    lexical = os.path.basename(resolved).lower()
+    if lexical in SECRET_FILE_NAMES:
+        return lexical
+    if os.path.isabs(resolved) and os.path.normpath(resolved) == resolved:
+        # The real path's last name differs from the lexical one only when the path's
+        # last component is a symlink (earlier ones change the directory, not the
+        # name): one lstat instead of realpath's lstat of every component.
+        try:
+            if not stat.S_ISLNK(os.lstat(resolved).st_mode):
+                return None
+        except FileNotFoundError:
+            return None  # nothing there: realpath keeps the name as written
+        except (OSError, ValueError):
+            pass  # realpath below decides
+    try:
+        real = os.path.basename(realpath(resolved)).lower()
+    except (OSError, ValueError):
+        return None
+    return real if real in SECRET_FILE_NAMES else None
+
 
 DEFAULT_PROJECT_ID: Final = "default_project"
 DEFAULT_AGENT_ID: Final = "default_agent"

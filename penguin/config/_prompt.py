@@ -42,9 +42,8 @@ from pathlib import Path
 from typing import Final
 
 from penguin._log import warn
-from penguin._realpath import realpath
 
-from ._paths import SECRET_FILE_NAMES
+from ._paths import secret_store_name
 
 __all__ = [
     "AGENTS_MD_LIMIT",
@@ -241,8 +240,8 @@ def _read_agents_md(path: str) -> tuple[bytes, int] | None:
         if not stat.S_ISREG(info.st_mode):
             warn(f"[penguin] {path} is not a regular file: left out of the system prompt")
             return None
-        store = os.path.basename(realpath(path)).lower()
-        if store in SECRET_FILE_NAMES:
+        store = secret_store_name(os.path.abspath(path))
+        if store is not None:
             warn(
                 f"[penguin] {path} leads to {store}, which holds the user's secrets:"
                 " left out of the system prompt"

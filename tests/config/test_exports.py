@@ -18,6 +18,7 @@ def test_public_surface() -> None:
         "DEFAULT_MCP_CONNECT_TIMEOUT_MS",
         "DEFAULT_TIMEOUT_MS",
         "SECRET_FILE_NAMES",
+        "secret_store_name",
         "SUBAGENT_TOOL_NAMES",
         "AgentConfig",
         "ConfigError",

@@ -49,8 +49,7 @@ from typing import Final, NoReturn, ParamSpec, final
 import attrs
 
 from penguin._errors import PenguinError
-from penguin._realpath import realpath
-from penguin.config import SECRET_FILE_NAMES
+from penguin.config import SECRET_FILE_NAMES, secret_store_name
 
 __all__ = [
     "LINE_DISPLAY_LIMIT",
@@ -403,33 +402,6 @@ def write_atomically(
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-
-
-def secret_store_name(resolved: str) -> str | None:
-    """The lowercased store name when ``resolved`` or its real path is a secret store.
-
-    Case variants and symlinks to a store count, and so does a store-named symlink to
-    an ordinary file: the name alone is enough to refuse.
-    """
-    lexical = os.path.basename(resolved).lower()
-    if lexical in SECRET_FILE_NAMES:
-        return lexical
-    if os.path.isabs(resolved) and os.path.normpath(resolved) == resolved:
-        # The real path's last name differs from the lexical one only when the path's
-        # last component is a symlink (earlier ones change the directory, not the
-        # name): one lstat instead of realpath's lstat of every component.
-        try:
-            if not stat.S_ISLNK(os.lstat(resolved).st_mode):
-                return None
-        except FileNotFoundError:
-            return None  # nothing there: realpath keeps the name as written
-        except (OSError, ValueError):
-            pass  # realpath below decides
-    try:
-        real = os.path.basename(realpath(resolved)).lower()
-    except (OSError, ValueError):
-        return None
-    return real if real in SECRET_FILE_NAMES else None
 
 
 def refuse_secret_store(verb: str, file_path: str, resolved: str) -> None:
