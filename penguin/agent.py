@@ -32,10 +32,10 @@ runner refuses to spawn. Its tool calls are approved by the parent's approver.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, Self, TypeVar, final
+from typing import Any, Final, Self, TypeAlias, TypeVar, final
 
 import attrs
 import trio
@@ -43,7 +43,7 @@ import trio
 from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
-from penguin._concurrency import collapse_single, run_in_worker
+from penguin._concurrency import collapse_single, run_in_worker, run_leavable_in_worker
 from penguin._errors import SessionNotFoundError
 from penguin.approval import CommandPolicy
 from penguin.engine import (
@@ -84,9 +84,17 @@ __all__ = [
     "SessionHolder",
     "SessionNotFoundError",
     "SessionUsage",
+    "WorkspaceMaker",
 ]
 
 _T = TypeVar("_T")
+_U = TypeVar("_U")
+
+WorkspaceMaker: TypeAlias = Callable[[], "str | os.PathLike[str]"]
+"""A function that makes a new session's workspace and returns its path (blocking).
+
+:meth:`Agent.session` calls it in the worker thread that opens the session.
+"""
 
 _logger: Final = _log.logger
 
@@ -205,7 +213,11 @@ class Agent:
         project: cfg.ProjectConfig, *, provider: str | None, model_id: str | None
     ) -> OpenAIChatLLM:
         """:meth:`model_client` from the project file as read."""
-        entry = cfg.resolve_model(project, provider=provider, model_id=model_id)
+        return Agent._client_from(cfg.resolve_model(project, provider=provider, model_id=model_id))
+
+    @staticmethod
+    def _client_from(entry: cfg.ModelEntry) -> OpenAIChatLLM:
+        """A client for the project's model ``entry``."""
         return OpenAIChatLLM(
             base_url=entry.base_url,
             model_id=entry.model_id,
@@ -217,7 +229,7 @@ class Agent:
     @asynccontextmanager
     async def session(
         self,
-        workspace_dir: str | os.PathLike[str] | None = None,
+        workspace_dir: str | os.PathLike[str] | WorkspaceMaker | None = None,
         llm: LLM | None = None,
         *,
         provider: str | None = None,
@@ -229,7 +241,11 @@ class Agent:
     ) -> AsyncIterator[Session]:
         """Start a new session; leaving the block ends it (and everything it started).
 
-        ``workspace_dir`` defaults to a new temporary workspace under the agent.
+        ``workspace_dir`` defaults to a new temporary workspace under the agent. It may
+        also be a function that makes the workspace and returns its path (a fresh copy
+        of a repository, say): it is called in the worker thread that opens the session,
+        once the model and the project file are known to be good, so a session that
+        cannot start leaves nothing behind and making it never blocks the event loop.
         ``llm`` defaults to the project's default model (or ``provider`` +
         ``model_id``). ``vision`` says whether the model takes images (default: what
         the project's catalog says, else true); it picks read_image or
@@ -241,36 +257,52 @@ class Agent:
         """
         session_id = cfg.new_session_id()
         writer = TraceWriter(self.paths.traces_dir, session_id)
+        make = _workspace_maker(workspace_dir, self.paths)
+        chosen_llm = llm
 
-        def read_files() -> tuple[_AgentFiles, SandboxPolicy | None]:
+        def read_files() -> tuple[_AgentFiles, SandboxPolicy | None, cfg.ModelEntry | None]:
             files = self._files_now()
-            return files, self._policy(sandbox, files.project)
+            policy = self._policy(sandbox, files.project)
+            # The model first: a missing one must not leave a new workspace behind.
+            entry = None
+            if chosen_llm is None:
+                entry = cfg.resolve_model(files.project, provider=provider, model_id=model_id)
+            return files, policy, entry
 
-        async with _locked(writer.path, session_id, surface, read_files) as (files, policy):
+        def locked_then(
+            read: tuple[_AgentFiles, SandboxPolicy | None, cfg.ModelEntry | None],
+        ) -> _Opened:
+            files, policy, entry = read
+            workspace = Path(make())
+            model = chosen_llm.model.model_id if chosen_llm is not None else _entry_id(entry)
+            values = _prompt_values(self, workspace, model, session_id)
+            return _Opened(files, policy, entry, workspace, values)
+
+        async with _locked(writer.path, session_id, surface, read_files, locked_then) as opened:
             owned_llm: OpenAIChatLLM | None = None
-            if llm is None:  # first: a missing model must not leave an empty workspace behind
-                owned_llm = self._client_for(files.project, provider=provider, model_id=model_id)
+            if llm is None:
+                assert opened.entry is not None
+                owned_llm = self._client_from(opened.entry)
                 llm = owned_llm
             if vision is None:
-                vision = _has_vision(files.project, llm)
-            async with _closed_after(owned_llm):
-                if workspace_dir is not None:
-                    workspace = Path(workspace_dir)
-                else:
-                    workspace = await run_in_worker(cfg.new_temp_workspace, self.paths)
-                async with _assemble(
+                vision = _has_vision(opened.files.project, llm)
+            async with (
+                _closed_after(owned_llm),
+                _assemble(
                     self,
                     session_id,
-                    workspace,
+                    opened.workspace,
                     llm,
                     writer,
-                    files,
+                    opened.files,
                     vision=vision,
                     ledger=None,
-                    sandbox=policy,
+                    values=opened.values,
+                    sandbox=opened.policy,
                     approval_mode=approval_mode,
-                ) as session:
-                    yield session
+                ) as session,
+            ):
+                yield session
 
     @asynccontextmanager
     async def resume_session(
@@ -298,9 +330,14 @@ class Agent:
             raise SessionNotFoundError(
                 f"no trace of session {session_id!r} under {self.paths.traces_dir}"
             )
-        async with (  # the lock first: a locked session says so before anything is read
-            _locked(location.path, session_id, surface, _nothing),
-            self._resumed(location, llm, vision, sandbox) as session,
+
+        def read(_: None) -> tuple[list[om.OmniMessage[om.Payload]], _AgentFiles]:
+            return read_trace(location.path), self._files_now()
+
+        # The lock first (same trip): a locked session says so before anything is read.
+        async with (
+            _locked(location.path, session_id, surface, _nothing, read) as (records, files),
+            self._resumed(location, records, files, llm, vision, sandbox) as session,
         ):
             yield session
 
@@ -308,12 +345,13 @@ class Agent:
     async def _resumed(
         self,
         location: TraceLocation,
+        records: Sequence[om.OmniMessage[om.Payload]],
+        files: _AgentFiles,
         llm: LLM | None,
         vision: bool | None,
         sandbox: SandboxPolicy | object | None,
     ) -> AsyncIterator[Session]:
         session_id = location.session_id
-        records, files = await run_in_worker(lambda: (read_trace(location.path), self._files_now()))
         meta = next((m for m in records if om.is_session_meta(m)), None)
         if meta is None:
             raise SessionNotFoundError(f"{location.path} has no session_meta record")
@@ -359,13 +397,22 @@ class Agent:
 
 @asynccontextmanager
 async def _locked(
-    trace_path: Path, session_id: str, surface: str | None, before: Callable[[], _T]
-) -> AsyncIterator[_T]:
+    trace_path: Path,
+    session_id: str,
+    surface: str | None,
+    before: Callable[[], _T],
+    after: Callable[[_T], _U],
+) -> AsyncIterator[_U]:
     """Hold the session's writer lock, beside its trace; SessionLockedError when it is held.
 
-    Yields what ``before()`` returned: it runs first, in the same worker thread that
-    then takes the lock (one trip for both; when it raises, no lock is taken). Taking
-    and releasing are file-system work in the traces' folder, so both run in a worker.
+    One worker thread runs ``before()``, takes the lock, and runs ``after`` on what
+    ``before`` returned; what ``after`` returns is yielded. One trip for all three: a
+    session's opening work is file-system work, and each trip to a worker costs far
+    more than its few system calls on a busy loop. When ``before`` raises no lock is
+    taken; when ``after`` raises the lock is let go, in the same thread. A cancel
+    leaves a trip that waits on a file server that stopped answering (the workspace's
+    ``AGENTS.md``, say): the thread goes on, and lets go of the lock once it is done.
+    Releasing is file-system work in the traces' folder too, so it runs in a worker.
     The release is shielded (a cancelled session still lets go of its lock) and bounded
     by :data:`_RELEASE_BOUND`; a release still stuck then (a hung file system) is left to
     its thread, which ends it when the file system answers: the lock is held until then,
@@ -373,11 +420,18 @@ async def _locked(
     """
     path = lock_path(trace_path, session_id)
 
-    def first_then_lock() -> tuple[_T, SessionLock]:
+    def open_locked(check: Callable[[], None]) -> tuple[_U, SessionLock]:
         value = before()
-        return value, SessionLock.acquire(path, session_id, surface)
+        check()  # a cancelled opening takes no lock
+        lock = SessionLock.acquire(path, session_id, surface)
+        try:
+            check()
+            return after(value), lock
+        except BaseException:
+            lock.release()
+            raise
 
-    value, lock = await run_in_worker(first_then_lock)
+    value, lock = await run_leavable_in_worker(open_locked, left=_release_left)
     try:
         yield value
     finally:
@@ -387,6 +441,54 @@ async def _locked(
 
 def _nothing() -> None:
     """Nothing to do before taking a lock."""
+
+
+def _release_left(opened: tuple[object, SessionLock]) -> None:
+    """Let go of the lock an opening trip took after its caller left (in its thread)."""
+    opened[1].release()
+
+
+def _workspace_maker(
+    workspace_dir: str | os.PathLike[str] | WorkspaceMaker | None, paths: cfg.AgentPaths
+) -> WorkspaceMaker:
+    """What makes a new session's workspace (blocking: called in a worker thread)."""
+    if workspace_dir is None:
+        return lambda: cfg.new_temp_workspace(paths)
+    if callable(workspace_dir):
+        return workspace_dir
+    given = workspace_dir
+    return lambda: given  # the Environment checks it is a directory
+
+
+def _entry_id(entry: cfg.ModelEntry | None) -> str:
+    assert entry is not None  # resolved when no model object was given
+    return entry.model_id
+
+
+def _prompt_values(agent: Agent, workspace: Path, model_id: str, session_id: str) -> dict[str, str]:
+    """The system prompt's values, read in the session's opening trip (blocking).
+
+    ``CWD`` and ``SHELL`` are the Environment's to settle (it resolves the workspace
+    and the shell): :func:`_assemble` sets them once it is open.
+    """
+    return cfg.system_prompt_values(
+        workspace_dir=workspace,
+        model_id=model_id,
+        session_id=session_id,
+        agent_id=agent.paths.agent_id,
+    )
+
+
+@final
+@attrs.frozen
+class _Opened:
+    """What a new session's opening trip to a worker read and made, under its lock."""
+
+    files: _AgentFiles
+    policy: SandboxPolicy | None
+    entry: cfg.ModelEntry | None  # the model to open a client for (no model object given)
+    workspace: Path
+    values: dict[str, str]  # the system prompt's (see _prompt_values)
 
 
 def _has_vision(project: cfg.ProjectConfig, llm: LLM) -> bool:
@@ -439,6 +541,7 @@ async def _assemble(
     *,
     vision: bool,
     ledger: Ledger | None,
+    values: Mapping[str, str] | None = None,
     meta: om.OmniMessage[om.SessionMetaPayload] | None = None,
     depth: int = 0,
     sandbox: SandboxPolicy | None = None,
@@ -474,17 +577,14 @@ async def _assemble(
             ) as environment,
             TraceRecorder.open(writer) as recorder,
         ):
-            values = await run_in_worker(
-                lambda: cfg.system_prompt_values(
-                    workspace_dir=environment.workspace_dir,
-                    model_id=llm.model.model_id,
-                    session_id=session_id,
-                    agent_id=paths.agent_id,
-                    shell=environment.shell_name,
-                )
-            )
-            system_prompt = cfg.render_system_prompt(agent.config.system_prompt, values)
-            if meta is None:
+            if meta is None:  # a new session: its prompt's values were read on its way in
+                assert values is not None
+                settled = {  # the workspace resolved and the shell, as the Environment has them
+                    **values,
+                    "CWD": os.fspath(environment.workspace_dir.absolute()),
+                    "SHELL": environment.shell_name,
+                }
+                system_prompt = cfg.render_system_prompt(agent.config.system_prompt, settled)
                 window = llm.context_window
                 meta = om.session_meta(
                     session_id=session_id,
@@ -623,8 +723,17 @@ class ChildSessionRunner:
             )
         agent = await self._agent_for(request.agent_id)
         chosen = request.model_id is not None and request.provider is not None
+        session_id = cfg.new_session_id()
+        model = self._llm.model.model_id
+        if chosen and request.model_id is not None:
+            model = request.model_id  # what the client made below is of
+        workspace = self._workspace
+
+        def read() -> tuple[_AgentFiles, dict[str, str]]:
+            return agent._files_now(), _prompt_values(agent, workspace, model, session_id)
+
         try:
-            files = await run_in_worker(agent._files_now)
+            files, values = await run_in_worker(read)
         except cfg.ConfigError as exc:
             # A project file that cannot be read while the caller chose a model reads as
             # that choice failing (the words run_subagent shows); anything else raises.
@@ -643,7 +752,6 @@ class ChildSessionRunner:
         level = (
             request.thinking_level if request.thinking_level is not None else self.thinking_level
         )
-        session_id = cfg.new_session_id()
         writer = TraceWriter(agent.paths.traces_dir, session_id)
         async with (
             _closed_after(owned),
@@ -656,6 +764,7 @@ class ChildSessionRunner:
                 files,
                 vision=vision,
                 ledger=None,
+                values=values,
                 depth=self.depth + 1,
                 sandbox=self.sandbox,
             ) as session,
@@ -673,12 +782,19 @@ class ChildSessionRunner:
             paths = cfg.AgentPaths(mine.root, mine.project_id, agent_id)
         except ValueError:
             raise missing from None
-        if not paths.agent_dir.is_dir():
-            raise missing
+
+        def open_agent() -> Agent | None:  # the check and the opening: one trip to a worker
+            if not paths.agent_dir.is_dir():
+                return None
+            return Agent.open(mine.root, mine.project_id, agent_id)
+
         try:
-            return await trio.to_thread.run_sync(Agent.open, mine.root, mine.project_id, agent_id)
+            agent = await run_in_worker(open_agent)
         except (cfg.ConfigError, OSError) as exc:
             raise SubagentSpawnError(f"subagent error: {exc}") from exc
+        if agent is None:
+            raise missing
+        return agent
 
 
 @final

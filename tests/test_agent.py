@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,66 @@ async def test_9_1_an_approver_answering_forbidden_is_traced_as_forbidden_withou
     ]
     [output] = [m.payload for m in messages if isinstance(m.payload, om.ToolCallOutputPayload)]
     assert output.output == "Tool call denied by policy."
+
+
+async def test_a_workspace_maker_runs_in_the_opening_worker_and_the_prompt_has_the_real_path(
+    tmp_path: Path,
+) -> None:
+    # Agent.session(workspace_dir=f): f makes the workspace in the worker thread that
+    # opens the session (with its lock and its files), once; the prompt's CWD and SHELL
+    # are the Environment's (the link resolved), its AGENTS.md the one f wrote.
+    real = tmp_path / "real"
+    link = tmp_path / "link"
+    loop_thread = threading.get_ident()
+    made_in: list[int] = []
+
+    def make() -> Path:
+        made_in.append(threading.get_ident())
+        real.mkdir()
+        (real / "AGENTS.md").write_text("Made by the maker.\n")
+        link.symlink_to(real)
+        return link
+
+    agent = penguin.Agent.open(tmp_path / "root")
+    async with agent.session(make, llm=ScriptedLLM([turn(text("Hi."))])) as session:
+        assert session.workspace_dir == real
+        assert session.session_meta is not None
+        prompt = session.session_meta.payload.system_prompt
+        shell = session.environment.shell_name
+    assert len(made_in) == 1
+    assert made_in[0] != loop_thread
+    assert f"relative paths resolve here): {real}\n" in prompt
+    assert str(link) not in prompt
+    assert f"Shell used by exec_command: {shell}\n" in prompt
+    assert "Made by the maker." in prompt
+
+
+async def test_a_session_that_cannot_start_calls_no_workspace_maker_and_holds_no_lock(
+    tmp_path: Path,
+) -> None:
+    agent = penguin.Agent.open(tmp_path / "root")
+    called: list[str] = []
+
+    def make() -> Path:
+        called.append("made")  # pragma: no cover - the point is that it is not called
+        return tmp_path
+
+    with pytest.raises(penguin.config.ConfigError):  # no model configured, none given
+        async with agent.session(make):
+            pass  # pragma: no cover
+    assert called == []
+    assert not agent.paths.workspaces_dir.exists()  # nor a temporary one
+    assert list(agent.paths.traces_dir.rglob("*.lock")) == []
+
+
+async def test_a_workspace_maker_that_raises_lets_go_of_the_lock(tmp_path: Path) -> None:
+    agent = penguin.Agent.open(tmp_path / "root")
+
+    def make() -> Path:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left on device"):
+        async with agent.session(make, llm=ScriptedLLM([turn(text("Unseen."))])):
+            pass  # pragma: no cover
+    assert agent.paths.traces_dir.is_dir()  # the lock was taken there, and let go
+    assert list(agent.paths.traces_dir.rglob("*.lock")) == []

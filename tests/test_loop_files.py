@@ -212,6 +212,25 @@ async def test_design_2_a_session_whose_workspace_stopped_answering_holds_up_onl
     assert str(failures[0]) == f"workspace {str(remote)!r} cannot be read: Connection refused"
 
 
+async def test_design_2_a_session_opening_where_the_server_stopped_answering_can_be_cancelled(
+    tmp_path: Path,
+) -> None:
+    # Its opening trip (its files, its lock, AGENTS.md) waits on the mount; a cancel
+    # leaves it, and the lock it took is let go once the server answers at last.
+    agent = penguin.Agent.open(tmp_path / "root")
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    with stopped_server(remote) as server:
+        with trio.move_on_after(0.2) as scope:
+            async with agent.session(remote, llm=ScriptedLLM([turn(text("Unseen."))])):
+                pass  # pragma: no cover
+        given_up = server.given_up  # before the block's end answers it
+    assert scope.cancelled_caught
+    assert not given_up  # the opening was left while the server still did not answer
+    traces = agent.paths.traces_dir
+    await wait_until(lambda: traces.is_dir() and not list(traces.rglob("*.lock")))
+
+
 async def test_design_2_a_subagent_makes_no_file_system_call_on_the_loop_thread(
     tmp_path: Path, workspace: Path
 ) -> None:
@@ -241,6 +260,35 @@ async def test_design_2_a_subagent_makes_no_file_system_call_on_the_loop_thread(
             await _one_round(session, task)
     assert (workspace / "c.txt").read_text() == "c\n"
     assert (workspace / "d.txt").read_text() == "d\n"
+    assert seen == [], "\n".join(seen)
+
+
+async def test_design_2_a_subagent_of_another_agent_makes_no_file_system_call_on_the_loop_thread(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # The other agent is looked for and opened (its folder, its system config) in a
+    # worker; one that does not exist is refused from there too.
+    penguin.Agent.open(tmp_path / "root", agent_id="helper")
+    task, child = "Ask the helper.", child_prompt("Help.")
+    calls = [
+        tool_call("run_subagent", {"description": "h", "prompt": child, "agent_id": name})
+        for name in ("helper", "nobody")
+    ]
+    llm = Routed(
+        {
+            task: ScriptedLLM([turn(calls[0]), turn(calls[1]), turn(text("Asked."))]),
+            child: ScriptedLLM(["helped"]),
+        }
+    )
+    agent = penguin.Agent.open(tmp_path / "root")
+    with loop_file_calls() as seen:
+        async with (
+            agent.session(workspace, llm=llm) as session,
+            session.run([om.user_text(task)], approve=lambda _: "allow") as stream,
+        ):
+            outputs = [m.payload.output async for m in stream if om.is_tool_call_output(m)]
+    assert outputs[0] == "helped"
+    assert 'agent "nobody" does not exist' in outputs[1]
     assert seen == [], "\n".join(seen)
 
 

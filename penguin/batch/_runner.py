@@ -2,9 +2,10 @@
 
 :func:`run_tasks` is the whole local backend, and also what every Ray actor runs on
 its share: one nursery, a :class:`trio.CapacityLimiter` of ``concurrency`` slots, and
-per task, once it has a slot, a workspace (given, copied from a template in a worker
-thread, or fresh), a :class:`~penguin.Session` of the batch's agent (with its own
-Environment, so the task's processes end with it), one run of the prompt, and a
+per task, once it has a slot, a :class:`~penguin.Session` of the batch's agent (with
+its own Environment, so the task's processes end with it) in a workspace (given, or
+fresh with a template copied in: made in the worker thread that opens the session,
+one trip for all of a task's opening file work), one run of the prompt, and a
 :class:`~._results.BatchResult` handed to ``emit``. Approvals are the mode's
 (``allow-all`` or ``deny-all``, nobody is asked) with the project's command policy
 checked first, as ``penguin run`` composes them.
@@ -42,7 +43,7 @@ from penguin import protocol as om
 from penguin._concurrency import collapse_single, run_in_worker
 from penguin._gc import many_sessions_gc
 from penguin._log import warn
-from penguin.agent import Agent
+from penguin.agent import FROM_PROJECT, Agent
 from penguin.approval import ApprovalMode, approver
 from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, ClosableLLM
@@ -306,10 +307,19 @@ class _TaskRunner:
             metadata=task.metadata,
         )
 
-    def _sandbox(self, task: BatchTask) -> SandboxPolicy | None:
-        """The task line's sandbox over the batch's over the project file's (X1.3)."""
+    async def _sandbox(self, task: BatchTask) -> SandboxPolicy | object | None:
+        """The task line's sandbox over the batch's over the project file's (X1.3).
+
+        :data:`~penguin.agent.FROM_PROJECT` when neither says anything: the session
+        reads the project file in its own opening trip to a worker.
+        """
         given = self.settings.sandbox
-        base = self.agent.sandbox_policy() if given is None else SandboxPolicy(**given)
+        if given is None and not task.sandbox:
+            return FROM_PROJECT
+        if given is None:  # the project file's, read in a worker: file-system work
+            base = await run_in_worker(self.agent.sandbox_policy)
+        else:
+            base = SandboxPolicy(**given)
         if not task.sandbox:
             return base
         if base is None:
@@ -317,18 +327,21 @@ class _TaskRunner:
         return attrs.evolve(base, **dict(task.sandbox))
 
     async def _work(self, task: BatchTask, tally: _Tally, task_interrupt: trio.Event) -> None:
-        # In a worker: the project file's [sandbox] and the workspace are file-system work.
-        sandbox, workspace = await run_in_worker(
-            lambda: (self._sandbox(task), _prepare_workspace(task, self.agent.paths))
-        )
-        tally.workspace = str(workspace)
+        sandbox = await self._sandbox(task)
+        paths = self.agent.paths
+
+        def make_workspace() -> Path:  # in the worker thread that opens the session
+            made = _prepare_workspace(task, paths)
+            tally.workspace = str(made)  # read on the loop's thread once the trip is back
+            return made
+
         provider = task.provider if task.provider is not None else self.settings.provider
         model_id = task.model_id if task.model_id is not None else self.settings.model_id
         mode = task.approve if task.approve is not None else self.settings.approve
         max_turns = task.max_turns if task.max_turns is not None else self.settings.max_turns
         async with (
             self.clients.lease(provider, model_id) as (llm, vision),
-            self.agent.session(workspace, llm, vision=vision, sandbox=sandbox) as session,
+            self.agent.session(make_workspace, llm, vision=vision, sandbox=sandbox) as session,
         ):
             tally.session_id = session.session_id
             tally.trace_path = str(session.trace_path)
