@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, Self, TypeAlias, TypeVar, final
 
@@ -300,6 +300,7 @@ class Agent:
                     values=opened.values,
                     sandbox=opened.policy,
                     approval_mode=approval_mode,
+                    surface=surface,
                 ) as session,
             ):
                 yield session
@@ -337,7 +338,7 @@ class Agent:
         # The lock first (same trip): a locked session says so before anything is read.
         async with (
             _locked(location.path, session_id, surface, _nothing, read) as (records, files),
-            self._resumed(location, records, files, llm, vision, sandbox) as session,
+            self._resumed(location, records, files, llm, vision, sandbox, surface) as session,
         ):
             yield session
 
@@ -350,6 +351,7 @@ class Agent:
         llm: LLM | None,
         vision: bool | None,
         sandbox: SandboxPolicy | object | None,
+        surface: str | None,
     ) -> AsyncIterator[Session]:
         session_id = location.session_id
         meta = next((m for m in records if om.is_session_meta(m)), None)
@@ -390,6 +392,7 @@ class Agent:
                 meta=meta,
                 depth=1 if meta.payload.source == "subagent" else 0,
                 sandbox=policy,
+                surface=surface,
             ) as session,
         ):
             yield session
@@ -441,6 +444,11 @@ async def _locked(
 
 def _nothing() -> None:
     """Nothing to do before taking a lock."""
+
+
+def _same(value: _T) -> _T:
+    """Nothing to do after taking a lock: what was read before it."""
+    return value
 
 
 def _release_left(opened: tuple[object, SessionLock]) -> None:
@@ -546,11 +554,13 @@ async def _assemble(
     depth: int = 0,
     sandbox: SandboxPolicy | None = None,
     approval_mode: str | None = None,
+    surface: str | None = None,
 ) -> AsyncIterator[Session]:
     paths = agent.paths
     tools = agent._tools(vision=vision, depth=depth)
     subagents = ChildSessionRunner(agent, workspace=workspace, llm=llm, vision=vision, depth=depth)
     subagents.sandbox = sandbox  # children run under exactly this policy (X2.3)
+    subagents.surface = surface
     environment_config = EnvironmentConfig(
         workspace_dir=workspace,
         scratchpad_dir=paths.scratchpad(session_id),
@@ -713,6 +723,8 @@ class ChildSessionRunner:
         """The owning session's effective thinking level (that of its current run)."""
         self.sandbox: SandboxPolicy | None = None
         """The owning session's sandbox: every child runs under exactly it (X2.3)."""
+        self.surface: str | None = None
+        """Who holds the owning session (``"penguin chat"``): its children's locks say so."""
 
     @asynccontextmanager
     async def open_child(self, request: SubagentRequest) -> AsyncIterator[_SubagentChild]:
@@ -732,14 +744,35 @@ class ChildSessionRunner:
         def read() -> tuple[_AgentFiles, dict[str, str]]:
             return agent._files_now(), _prompt_values(agent, workspace, model, session_id)
 
-        try:
-            files, values = await run_in_worker(read)
-        except cfg.ConfigError as exc:
-            # A project file that cannot be read while the caller chose a model reads as
-            # that choice failing (the words run_subagent shows); anything else raises.
-            if chosen and exc.path == os.fspath(agent.paths.project_config):
-                raise SubagentSpawnError(f"subagent error: {exc.reason}") from exc
-            raise
+        writer = TraceWriter(agent.paths.traces_dir, session_id)
+        async with AsyncExitStack() as stack:
+            try:  # one writer (C5.6): the child's lock, held by this process as the parent's
+                files, values = await stack.enter_async_context(
+                    _locked(writer.path, session_id, self.surface, read, _same)
+                )
+            except cfg.ConfigError as exc:
+                # A project file that cannot be read while the caller chose a model reads
+                # as that choice failing (the words run_subagent shows); else it raises.
+                if chosen and exc.path == os.fspath(agent.paths.project_config):
+                    raise SubagentSpawnError(f"subagent error: {exc.reason}") from exc
+                raise
+            async with self._assembled(
+                agent, request, chosen, session_id, writer, files, values
+            ) as child:
+                yield child
+
+    @asynccontextmanager
+    async def _assembled(
+        self,
+        agent: Agent,
+        request: SubagentRequest,
+        chosen: bool,
+        session_id: str,
+        writer: TraceWriter,
+        files: _AgentFiles,
+        values: dict[str, str],
+    ) -> AsyncIterator[_SubagentChild]:
+        """The child's Session, once :meth:`open_child` holds its lock and read its files."""
         llm, vision, owned = self._llm, self._vision, None
         if chosen:
             try:
@@ -752,7 +785,6 @@ class ChildSessionRunner:
         level = (
             request.thinking_level if request.thinking_level is not None else self.thinking_level
         )
-        writer = TraceWriter(agent.paths.traces_dir, session_id)
         async with (
             _closed_after(owned),
             _assemble(
@@ -767,6 +799,7 @@ class ChildSessionRunner:
                 values=values,
                 depth=self.depth + 1,
                 sandbox=self.sandbox,
+                surface=self.surface,
             ) as session,
         ):
             yield _SubagentChild(session, level)

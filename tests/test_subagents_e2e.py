@@ -41,7 +41,7 @@ from penguin.llm import LLMRequest, ModelRef, ScriptedLLM, pause, text, tool_cal
 from penguin.llm import testing as t
 from penguin.trace import TraceWriter, read_trace
 
-from .environment.processes import RUN_VARIABLE, marked_processes
+from .environment.processes import RUN_VARIABLE, marked_processes, wait_until
 
 Message = om.OmniMessage[om.Payload]
 TASK = "Delegate the work."
@@ -878,3 +878,77 @@ async def test_the_configured_spawn_limit_applies_to_the_session(
         "[run_subagent error: this session has already spawned 1 subagents (the limit); "
         "finish the task with the ones you have]"
     )
+
+
+# --------------------------------------------------------------------------- one writer
+
+_RESUME = """\
+import sys, trio, penguin
+from penguin.llm import ScriptedLLM
+async def main():
+    agent = penguin.Agent.open(sys.argv[1])
+    try:
+        async with agent.resume_session(sys.argv[2], llm=ScriptedLLM([])):
+            print("opened")
+    except penguin.SessionLockedError as exc:
+        print(exc)
+trio.run(main)
+"""
+
+
+async def test_c5_6_a_running_child_session_is_refused_to_another_process(
+    agent: penguin.Agent, workspace: Path
+) -> None:
+    # A child's trace is a session like any other (resume_session opens it), so while
+    # the child is open its parent's process holds its lock, under the parent's surface.
+    child = child_prompt("Wait for go.")
+    wait = "while [ ! -e go ]; do sleep 0.05; done; echo went"
+    llm = Routed(
+        {
+            TASK: ScriptedLLM(
+                [
+                    turn(tool_call("run_subagent", {"description": "c", "prompt": child})),
+                    "Delegated.",
+                ]
+            ),
+            child: ScriptedLLM(
+                [turn(tool_call("exec_command", {"cmd": wait, "yield_time_ms": 60000})), "Went."]
+            ),
+        }
+    )
+
+    async def resume(session_id: str) -> str:
+        root = str(agent.paths.root)
+        done = await trio.run_process(
+            [sys.executable, "-c", _RESUME, root, session_id], capture_stdout=True
+        )
+        return done.stdout.decode().strip()
+
+    async with (
+        agent.session(workspace, llm=llm, surface="penguin chat") as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(drain_run, session)
+        await wait_until(lambda: bool(written_children(agent, session.session_id)))
+        [child_id] = written_children(agent, session.session_id)
+        refused = await resume(child_id)
+        (workspace / "go").touch()
+    assert refused == f"session {child_id} is open in penguin chat (pid {os.getpid()})"
+    assert await resume(child_id) == "opened"  # let go with the parent
+
+
+async def drain_run(session: penguin.Session) -> None:
+    async with session.run([om.user_text(TASK)], approve=allow) as stream:
+        await drain(stream)
+    assert stream.result.status == "completed"
+
+
+def written_children(agent: penguin.Agent, parent_id: str) -> list[str]:
+    """The other sessions whose trace's first record is written (a file may be empty yet)."""
+    found = []
+    for path in agent.paths.traces_dir.glob("*/*.jsonl"):
+        records = read_trace(path)
+        meta = records[0].payload if records else None
+        if isinstance(meta, om.SessionMetaPayload) and meta.session_id != parent_id:
+            found.append(meta.session_id)
+    return found

@@ -3,8 +3,9 @@
 Two processes writing one session would interleave their records in one trace and
 disagree about the context, so whoever opens a session for writing — ``Agent.session``
 and ``Agent.resume_session``, for ``penguin chat``, ``penguin run``, ``penguin server``
-or any library caller — holds ``<date dir>/<session_id>.lock`` beside its trace for as
-long as the session is open, and any other process is refused at once with
+or any library caller, and a subagent's child session for its parent — holds
+``<date dir>/<session_id>.lock`` beside its trace for as long as the session is open,
+and any other process is refused at once with
 :class:`SessionLockedError`: ``session SESSION_ID is open in <surface> (pid N)``.
 Reading a trace (listing, a resumed chat's history, the server's page) never looks at
 the lock and is never blocked.
