@@ -213,6 +213,9 @@ def _main(args: argparse.Namespace) -> int:
     except (ConfigError, WorkspaceError, SessionLockedError) as exc:
         print(f"penguin run: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # the agent's folders: a new workspace, the lock (as chat says it)
+        print(f"penguin run: {exc}", file=sys.stderr)
+        return 1
     except SandboxUnavailableError as exc:
         print(exc, file=sys.stderr)
         return 1

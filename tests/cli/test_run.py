@@ -230,6 +230,20 @@ async def test_run_without_a_model_says_how_to_configure_one(tmp_path: Path) -> 
     assert not list((tmp_path / "root").rglob("tmp-*"))  # no workspace made for nothing
 
 
+async def test_run_says_so_when_its_workspace_cannot_be_made(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    configure_model(root, "http://127.0.0.1:9/v1")  # never asked: the session cannot open
+    workspaces = cfg.AgentPaths(root).workspaces_dir
+    workspaces.parent.mkdir(parents=True, exist_ok=True)
+    workspaces.write_text("a file where the workspaces folder belongs\n")
+    done = await penguin("run", "-m", "hi", "--root", str(root), cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines()[-1] == (
+        f"penguin run: [Errno 17] File exists: '{workspaces}'"
+    )
+    assert b"Traceback" not in done.stderr
+
+
 async def test_run_rejects_an_invalid_approval_mode(tmp_path: Path) -> None:
     done = await penguin("run", "-m", "hi", "--approve", "Sometimes", cwd=tmp_path)
     assert done.returncode == 1
