@@ -14,11 +14,20 @@ last line for an id wins).
 Opening the file without ``resume`` refuses one that already holds results, since
 appending a second run's results to a first's would give some ids twice. The file's
 folder must exist: a typo in the path is refused, not turned into new folders.
+
+A results file has one writer. The open descriptor holds an exclusive ``flock`` on it
+until it is closed, and the ids are read only once the lock is held, so a second
+batch on the same file (the same command started twice, a scheduler's retry while the
+first still runs) is refused at once, naming the holder's pid, instead of running the
+same tasks again beside the first and interleaving its lines (and a failed write's
+truncation could cut the other writer's line). The kernel lets go of the lock when
+its process dies, however it dies: nothing stale is left to clear.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 from types import TracebackType
@@ -73,29 +82,31 @@ class ResultsFile:
             state = "is not a folder" if file.parent.exists() else "does not exist"
             raise BatchOptionError("output", f"cannot write {file}: {file.parent} {state}")
         try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            data = b""
-        if data.strip():
-            if not resume:
-                raise BatchOptionError(
-                    "resume",
-                    f"{file} already holds results: pass --resume to continue that batch "
-                    "(tasks with a result there are skipped), or choose another -o file",
-                )
-            statuses, unreadable = recorded_statuses(data.splitlines())
-            aborted = {task_id for task_id, status in statuses.items() if status == "aborted"}
-            ids = set(statuses) - aborted
-        try:
             fd = os.open(file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise BatchOptionError("output", f"cannot write {file}: {_reason(exc)}") from exc
-        if data and not data.endswith(b"\n"):
-            try:
-                _write_whole(fd, b"\n")
-            except OSError as exc:
-                os.close(fd)
-                raise ResultsWriteError(file, _reason(exc)) from exc
+        try:
+            _take_lock(fd, file)
+            data = file.read_bytes()  # after the lock: no other writer adds to it now
+            if data.strip():
+                if not resume:
+                    raise BatchOptionError(
+                        "resume",
+                        f"{file} already holds results: pass --resume to continue that "
+                        "batch (tasks with a result there are skipped), or choose another "
+                        "-o file",
+                    )
+                statuses, unreadable = recorded_statuses(data.splitlines())
+                aborted = {task for task, status in statuses.items() if status == "aborted"}
+                ids = set(statuses) - aborted
+            if data and not data.endswith(b"\n"):
+                try:
+                    _write_whole(fd, b"\n")
+                except OSError as exc:
+                    raise ResultsWriteError(file, _reason(exc)) from exc
+        except BaseException:
+            os.close(fd)
+            raise
         return cls(file, fd, ids, unreadable, aborted)
 
     async def append(self, result: BatchResult) -> bool:
@@ -151,6 +162,41 @@ def _write_whole(fd: int, data: bytes) -> None:
             with contextlib.suppress(OSError):  # then the next open heals the torn line
                 os.ftruncate(fd, max(0, os.fstat(fd).st_size - written))
         raise
+
+
+def _take_lock(fd: int, file: Path) -> None:
+    """Hold ``file``'s exclusive lock on ``fd``, or raise naming the process that holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        if holder == os.getpid():
+            reason = "is already open for results in this process: close that one first"
+        else:
+            pid = "" if holder is None else f" (pid {holder})"
+            reason = f"is being written by another batch{pid}: wait for it to end"
+        raise BatchOptionError("output", f"{file} {reason}, or choose another -o file") from None
+    except OSError:
+        pass  # a file system without locks (some network mounts): as before, unguarded
+
+
+def _lock_holder(fd: int) -> int | None:
+    """The pid holding a ``flock`` on ``fd``'s file, from ``/proc/locks`` (Linux), if known."""
+    try:
+        stat = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            lines = locks.read().splitlines()
+    except OSError:
+        return None
+    device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1836 0 EOF"; a waiter's line has "->" too
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK" or fields[5] != device:
+            continue
+        with contextlib.suppress(ValueError):
+            return int(fields[4])
+    return None
 
 
 def _reason(exc: OSError) -> str:

@@ -24,9 +24,9 @@ are ended, no line is left half-written, and ``--resume`` runs the tasks without
 result once there is room again.
 
 Exit status: 0 every task ran (whatever its own status), 1 bad usage (options, the
-task file, no model, a results file that needs ``--resume``, an unavailable
-backend, a data root or results folder that cannot be written), 3 the results
-could not be written, 130 interrupted.
+task file, no model, a results file that needs ``--resume`` or that another batch
+holds, an unavailable backend, a data root or results folder that cannot be
+written), 3 the results could not be written, 130 interrupted.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from penguin.batch import ResultsFile
 from penguin.llm import testing as t
 
 from .scripted import (
@@ -167,6 +168,39 @@ async def test_b1_3_resume_runs_only_the_tasks_without_a_result(
     assert done.returncode == 0
     assert "4 of 4 tasks already have a result" in done.stderr.decode()
     assert len(scripts.asked()) == 4
+
+
+async def test_b1_3_a_second_batch_on_the_same_results_file_is_refused_at_once(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    scripts.scripts["slow"] = [logged_exec(log, "slow", "sleep 30.517")]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("slow"), task_line("next")])
+    out = tmp_path / "results.jsonl"
+    batch = ("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "1")
+    first = await trio.lowlevel.open_process(
+        [*PENGUIN, *batch], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        await wait_until(lambda: "slow" in read_log(log), within=60)
+        for again in ((), ("--resume",)):  # the same command twice, or a retry that resumes
+            second = await penguin(*batch, *again, cwd=tmp_path)
+            assert second.returncode == 1
+            assert second.stderr.decode() == (
+                f"penguin batch: {out} is being written by another batch (pid {first.pid}):"
+                " wait for it to end, or choose another -o file\n"
+            )
+        assert scripts.asked() == ["slow"]  # the refused ones ran nothing
+        first.send_signal(signal.SIGINT)
+        with trio.fail_after(60):
+            assert await first.wait() == 130
+    finally:
+        if first.returncode is None:
+            first.kill()
+    assert [(r["id"], r["status"]) for r in results_of(out)] == [("slow", "aborted")]
+    with ResultsFile.open(out, resume=True) as after:  # the holder is gone: free again
+        assert after.aborted == {"slow"}
 
 
 async def test_b2_3_ctrl_c_aborts_the_running_tasks_exits_130_and_leaves_nothing(

@@ -134,6 +134,35 @@ async def test_18_4_resume_runs_the_aborted_again_and_the_last_line_wins(tmp_pat
     assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == ["a", "b", "c", "c", "b"]
 
 
+def test_b1_3_a_results_file_has_one_writer_until_it_is_closed(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    other = [
+        sys.executable,
+        "-c",
+        f"from penguin.batch import ResultsFile; ResultsFile.open({str(path)!r}, resume=True)",
+    ]
+    with ResultsFile.open(path) as out:
+        # another process (a second `penguin batch --resume`) is refused, naming this one
+        done = subprocess.run(other, capture_output=True, text=True, check=False)
+        assert done.returncode != 0
+        assert (
+            f"BatchOptionError: {path} is being written by another batch (pid {os.getpid()}):"
+            " wait for it to end, or choose another -o file"
+        ) in done.stderr
+        with pytest.raises(BatchOptionError, match="already open for results in this process"):
+            ResultsFile.open(path, resume=True)
+        assert out.path == path
+    assert path.read_bytes() == b""  # the refused opens wrote nothing
+    done = subprocess.run(other, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr  # closed: free again
+    dead = subprocess.Popen(
+        [sys.executable, "-c", other[2] + "; import os; os.kill(os.getpid(), 9)"]
+    )
+    assert dead.wait() == -9
+    with ResultsFile.open(path, resume=True) as out:  # a killed holder left nothing to clear
+        assert out.ids == set()
+
+
 def test_21_4_a_line_the_disk_refuses_is_not_half_written(tmp_path: Path) -> None:
     # RLIMIT_FSIZE in a child stands in for a full disk here (the CLI test uses a tmpfs):
     # the kernel cuts the write short, then refuses the rest with EFBIG.
