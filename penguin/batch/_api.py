@@ -79,7 +79,8 @@ async def run_batch(
                 ...
 
     At most ``concurrency`` sessions run at once (per Ray worker, with
-    ``backend="ray"``). ``approve`` (``allow-all`` or ``deny-all``; the asking modes
+    ``backend="ray"``; fewer, said on stderr, when the process's open-file limit
+    cannot hold that many). ``approve`` (``allow-all`` or ``deny-all``; the asking modes
     raise :class:`BatchOptionError`), ``provider`` + ``model_id``, ``max_turns`` and
     ``timeout_s`` are the defaults of tasks that do not set their own. ``root``,
     ``project_id`` and ``agent_id`` pick the agent whose model, tools, command

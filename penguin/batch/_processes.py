@@ -35,7 +35,14 @@ from penguin._concurrency import collapse_single
 from penguin._log import warn
 
 from ._results import BatchResult
-from ._runner import BatchSettings, error_result, run_tasks, settings_from_wire, settings_to_wire
+from ._runner import (
+    BatchSettings,
+    error_result,
+    run_tasks,
+    settings_from_wire,
+    settings_to_wire,
+    within_open_files,
+)
 from ._tasks import BatchTask
 
 __all__ = ["STOP_GRACE_S", "run_in_processes"]
@@ -59,6 +66,8 @@ async def run_in_processes(
     ``on_phase`` is told that the processes are starting (until a task starts).
     """
     count = max(1, min(workers, len(tasks)))
+    # The workers inherit this process's open-file limit: say once, here, if it is short.
+    settings = await within_open_files(settings)
     if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]

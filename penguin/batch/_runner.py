@@ -20,6 +20,9 @@ is interrupted do not start and get no result (``--resume`` runs them later).
 Whatever goes wrong with one task (a missing template, a workspace that is not a
 directory, no such model) is that task's ``error`` result; the batch goes on.
 
+The concurrency is what the process's open-file limit holds at most
+(:func:`within_open_files`): past it, tasks would fail wherever a descriptor ran out.
+
 The batch's sessions share one model client per model (its connections are the Trio
 run's pool, ``penguin.llm``'s shared transport), instead of opening a client each, and
 Python's collector runs at :func:`~penguin._gc.many_sessions_gc`'s pace while they run.
@@ -41,6 +44,7 @@ import trio
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import collapse_single, run_in_worker
+from penguin._fdlimit import FDS_PER_SESSION, open_file_room
 from penguin._gc import many_sessions_gc
 from penguin._log import warn
 from penguin.agent import FROM_PROJECT, Agent
@@ -61,6 +65,7 @@ __all__ = [
     "run_until_stopped",
     "settings_from_wire",
     "settings_to_wire",
+    "within_open_files",
 ]
 
 HARD_STOP_GRACE_S: Final = 10.0
@@ -169,12 +174,16 @@ async def run_tasks(
 ) -> None:
     """Run ``tasks``, at most ``settings.concurrency`` at once, ``emit``-ting each result.
 
+    Fewer at once when the process's open files cannot hold that many sessions
+    (:func:`within_open_files`, which says so on stderr).
+
     Results are emitted in completion order, each as soon as its task ended.
     ``on_start`` is told when a task gets its slot. Returns once every started task
     has ended; tasks still waiting for a slot when ``interrupt`` is set never start.
     If the agent cannot be opened, every task gets an ``error`` result saying why.
     """
     check_options(concurrency=settings.concurrency)
+    settings = await within_open_files(settings)
     try:
         agent = await trio.to_thread.run_sync(
             Agent.open, settings.root, settings.project_id, settings.agent_id
@@ -205,6 +214,28 @@ async def run_tasks(
                         limiter.release_on_behalf_of(slot)
                         break
                     nursery.start_soon(one, task, slot)
+
+
+async def within_open_files(settings: BatchSettings) -> BatchSettings:
+    """``settings`` with no more sessions at once than this process's open files hold.
+
+    Raises the soft open-file limit to the hard one first. When the limit still
+    cannot hold ``settings.concurrency`` sessions (:data:`~penguin._fdlimit.FDS_PER_SESSION`
+    descriptors each), the concurrency is lowered to what it holds, and a line on the
+    ``penguin`` logger (stderr, by default) says so and what limit would do: tasks then
+    wait for a slot instead of failing with "Too many open files" wherever a
+    descriptor runs out.
+    """
+    room = await trio.to_thread.run_sync(open_file_room)
+    if room is None or room.sessions >= settings.concurrency:
+        return settings
+    warn(
+        f"penguin batch: running {room.sessions} sessions at a time, not "
+        f"{settings.concurrency}: this process may open {room.limit:,} files (ulimit -n) "
+        f"and a session needs up to {FDS_PER_SESSION}; raise the limit to "
+        f"{room.limit_for(settings.concurrency):,} to run {settings.concurrency} at once"
+    )
+    return attrs.evolve(settings, concurrency=room.sessions)
 
 
 @final

@@ -46,7 +46,6 @@ import contextlib
 import json
 import math
 import os
-import resource
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -62,6 +61,7 @@ from penguin._concurrency import (
     error_text,
     run_leavable_in_worker,
 )
+from penguin._fdlimit import raise_open_file_limit
 from penguin._log import warn
 from penguin._realpath import realpath
 from penguin.config import (
@@ -175,14 +175,6 @@ class EnvironmentConfig:
     sandbox: SandboxPolicy | None = None
     """What every command and file tool may reach (spec/sandbox.md); ``None`` is off."""
     shared_login: SharedLogin | None = None
-
-
-def _raise_open_file_limit() -> None:
-    """Raise the soft RLIMIT_NOFILE to the hard limit: many sessions hold many pipes."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 @final
@@ -365,7 +357,7 @@ class Environment:
             lambda _check: _look_around(config.workspace_dir, login)
         )
         config = attrs.evolve(config, workspace_dir=looked.workspace)
-        _raise_open_file_limit()
+        raise_open_file_limit()  # many sessions hold many pipes
         policy = config.proxy_policy
         reports = ReportChannel()
         tag = f"env-{secrets.token_hex(6)}"

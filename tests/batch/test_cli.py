@@ -21,6 +21,7 @@ from .scripted import (
     TaskScripts,
     configure_model,
     logged_exec,
+    most_at_once,
     read_log,
     read_terminal,
     task_line,
@@ -201,6 +202,52 @@ async def test_b1_3_a_second_batch_on_the_same_results_file_is_refused_at_once(
     assert [(r["id"], r["status"]) for r in results_of(out)] == [("slow", "aborted")]
     with ResultsFile.open(out, resume=True) as after:  # the holder is gone: free again
         assert after.aborted == {"slow"}
+
+
+UNDER_A_LIMIT = (
+    "import resource, runpy, sys; "
+    "limit = int(sys.argv.pop(1)); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)); "
+    "sys.argv[0] = 'penguin'; "
+    "runpy.run_module('penguin', run_name='__main__', alter_sys=True)"
+)
+"""``python -c UNDER_A_LIMIT LIMIT ARGS...``: ``penguin ARGS...`` with a hard open-file limit."""
+
+
+async def test_20_3_a_batch_runs_no_more_sessions_than_its_open_files_hold(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    log = tmp_path / "times.log"
+    ids = [f"f{n}" for n in range(30)]
+    for task_id in ids:
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 0.5")]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    done = await trio.run_process(
+        [
+            *(sys.executable, "-c", UNDER_A_LIMIT, "160"),
+            *("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "64"),
+        ],
+        cwd=tmp_path,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    said = re.match(
+        r"penguin batch: running (\d+) sessions at a time, not 64: this process may open 160"
+        r" files \(ulimit -n\) and a session needs up to 8; raise the limit to ([\d,]+) to"
+        r" run 64 at once\n",
+        stderr,
+    )
+    assert said is not None, stderr
+    room, needed = int(said[1]), int(said[2].replace(",", ""))
+    assert 1 <= room <= (160 - 64) // 8
+    assert needed >= 64 * 8 + 64
+    assert {str(r["id"]): r["status"] for r in results_of(out)} == dict.fromkeys(ids, "completed")
+    assert most_at_once(log) <= room
 
 
 async def test_b2_3_ctrl_c_aborts_the_running_tasks_exits_130_and_leaves_nothing(

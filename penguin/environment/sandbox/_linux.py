@@ -55,6 +55,7 @@ import attrs
 import trio
 
 from penguin._errors import PenguinError
+from penguin._fdlimit import out_of_descriptors
 
 from . import _spawner
 from ._policy import DEVICES, Layout
@@ -148,7 +149,11 @@ _probed: Support | None = None
 
 
 def probe() -> Support:
-    """What this machine supports, tried for real (blocking; once per process)."""
+    """What this machine supports, tried for real (blocking; once per process).
+
+    A probe that finds the process out of descriptors (``EMFILE``) raises that
+    ``OSError`` and is not remembered: the next one tries again.
+    """
     global _probed
     with _probe_lock:
         if _probed is None:
@@ -189,12 +194,16 @@ def _probe() -> Support:
     try:
         namespaces = build_namespaces(layout, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     except OSError as error:
+        if out_of_descriptors(error):
+            raise  # this process's state, not the machine's: nothing to remember
         reason = str(error) or "user namespaces are not available"
         return Support(reason, abi, False, False, version)
     try:
         argv = namespaces.command(("/bin/sh", "-c", "exit 7"), None, "/")
         done = subprocess.run(list(argv), capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError) as error:
+        if out_of_descriptors(error):
+            raise
         return Support(f"entering the namespaces failed ({error})", abi, True, False, version)
     finally:
         namespaces.close()
