@@ -430,6 +430,39 @@ async def test_9_4_penguin_run_killed_mid_command_leaves_nothing(
 # ---------------------------------------------------------------------- the sweep itself
 
 
+HIGH_FD_HOST: Final = """
+import os, resource, sys, time
+from penguin.environment.supervisor import _watchdog
+read_end, write_end = os.pipe()
+os.dup2(read_end, 200)  # inheritable, as a shell passes what it holds
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))  # ulimit -n lowered below it
+watchdog = _watchdog.host_watchdog()
+watchdog.start()
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:  # until it closed, as it starts, what it got
+    held = sorted(int(fd) for fd in os.listdir(f"/proc/{watchdog.pid}/fd"))
+    if held == [0, 1, 2]:
+        break
+    time.sleep(0.01)
+print(held, flush=True)
+"""
+
+
+def test_9_4_a_descriptor_above_a_lowered_limit_neither_stops_the_watchdog_nor_stays_in_it() -> (
+    None
+):
+    done = subprocess.run(
+        [sys.executable, "-c", HIGH_FD_HOST],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr  # before: posix_spawn's EBADF, no watchdog
+    assert done.stdout.splitlines() == ["[0, 1, 2]"], done.stderr
+
+
 def test_9_4_the_sweep_kills_by_identity_and_by_marker_only() -> None:
     tag = "host-" + os.urandom(6).hex()
     env = {k: v for k, v in os.environ.items() if k != OWNER_VARIABLE}

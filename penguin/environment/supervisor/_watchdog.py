@@ -50,6 +50,7 @@ import contextlib
 import fcntl
 import os
 import re
+import resource
 import signal
 import stat
 import sys
@@ -71,6 +72,9 @@ SWEEP_ROUNDS: Final = 64
 
 GONE_DEADLINE: Final = 1.0
 """Seconds the watchdog waits for what it killed to leave the table before it exits."""
+
+_ALL_FDS: Final = 2**31 - 1
+"""Past the highest descriptor number there can be (``os.closerange``'s end)."""
 
 _PROCFS: Final = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
 _HAS_PIDFD: Final = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
@@ -210,19 +214,23 @@ def _above_stdio(fd: int) -> int:
 
 
 def _inheritable_fds() -> list[int]:
-    """Descriptors above 2 that a spawned program would inherit.
+    """Descriptors above 2 that a spawned program would inherit, below the open-file limit.
 
     None of penguin's (they are close-on-exec): whoever started the host passed them.
-    They are closed in the watchdog, so it holds nothing of theirs open.
+    They are closed in the watchdog, so it holds nothing of theirs open. One at or
+    above the soft ``RLIMIT_NOFILE`` (a shell that lowered ``ulimit -n`` after it got
+    it) is left out: ``posix_spawn`` refuses to close it (``EBADF``: no watchdog at
+    all), so the watchdog closes it itself as it starts (:func:`main`).
     """
     try:
         names = os.listdir("/proc/self/fd" if _PROCFS else "/dev/fd")
     except OSError:
         return []
+    ceiling = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     found = []
     for name in names:
         fd = int(name)
-        if fd > 2:
+        if fd > 2 and (ceiling == resource.RLIM_INFINITY or fd < ceiling):
             try:
                 if os.get_inheritable(fd):
                     found.append(fd)
@@ -421,6 +429,7 @@ def main(argv: list[str]) -> int:
     except ValueError:
         return 2
     os.chdir("/")
+    os.closerange(3, _ALL_FDS)  # what the spawn could not close (see _inheritable_fds)
     if not _wait_for_host():
         return 2  # nothing to watch: never sweep on a guess
     killed = sweep(argv[1], newer_than)
