@@ -15,6 +15,10 @@ Opening the file without ``resume`` refuses one that already holds results, sinc
 appending a second run's results to a first's would give some ids twice. The file's
 folder must exist: a typo in the path is refused, not turned into new folders.
 
+The results can go to something other than a regular file (``-o /dev/stdout``,
+a pipe to ``jq``): they are written there as they come, and nothing is read back,
+so ``--resume`` needs a regular file.
+
 A results file has one writer. The open descriptor holds an exclusive ``flock`` on it
 until it is closed, and the ids are read only once the lock is held, so a second
 batch on the same file (the same command started twice, a scheduler's retry while the
@@ -29,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from pathlib import Path
 from types import TracebackType
 from typing import Self, final
@@ -72,7 +77,10 @@ class ResultsFile:
         ``aborted`` into :attr:`aborted` instead); without it, a file that holds
         results raises :class:`BatchOptionError`, and so does a folder that does not
         exist or a file that cannot be written. A last line without its newline (torn
-        by a crash) gets one, so the next result starts on a line of its own.
+        by a crash) gets one, so the next result starts on a line of its own. A
+        regular file is locked until :meth:`close` (another opener gets
+        :class:`BatchOptionError`); anything else (``/dev/stdout``, a pipe) is only
+        written to, and refused with ``resume``.
         """
         file = Path(path)
         ids: set[str] = set()
@@ -86,6 +94,14 @@ class ResultsFile:
         except OSError as exc:
             raise BatchOptionError("output", f"cannot write {file}: {_reason(exc)}") from exc
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # /dev/stdout, a pipe: write only
+                if resume:
+                    raise BatchOptionError(
+                        "resume",
+                        f"{file} is not a regular file: --resume reads the results back "
+                        "from the -o file, so it needs one",
+                    )
+                return cls(file, fd, ids, unreadable, aborted)
             _take_lock(fd, file)
             data = file.read_bytes()  # after the lock: no other writer adds to it now
             if data.strip():

@@ -171,6 +171,27 @@ async def test_b1_3_resume_runs_only_the_tasks_without_a_result(
     assert len(scripts.asked()) == 4
 
 
+async def test_b1_2_results_can_go_to_a_pipe_but_resume_needs_a_file(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    _, root = model
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line("a"), task_line("b")])
+    batch = ("batch", str(tasks), "-o", "/dev/stdout", "--root", str(root))
+    with trio.fail_after(60):  # before: it read its own stdout back, and waited forever
+        done = await penguin(*batch, cwd=tmp_path)  # stdout is a pipe here
+    assert done.returncode == 0, done.stderr.decode()
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert sorted((r["id"], r["status"]) for r in lines) == [("a", "completed"), ("b", "completed")]
+    with trio.fail_after(60):
+        done = await penguin(*batch, "--resume", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        "penguin batch: /dev/stdout is not a regular file: --resume reads the results back"
+        " from the -o file, so it needs one\n"
+    )
+    assert done.stdout == b""
+
+
 async def test_b1_3_a_second_batch_on_the_same_results_file_is_refused_at_once(
     model: tuple[TaskScripts, Path], tmp_path: Path
 ) -> None:
