@@ -10,8 +10,9 @@ many sessions one process can run: past it, ``open``, ``pipe`` and ``socket`` fa
 does on opening; so does a batch before it starts any). :func:`open_file_room` says
 how many sessions fit under what is then left: :func:`penguin.batch.run_tasks`
 runs no more than that at once, whatever concurrency it was given, and says so.
-:func:`out_of_descriptors` tells an ``EMFILE``/``ENFILE`` apart from other errors, so
-that no one reports it as something else (a sandbox "unavailable", say).
+:func:`out_of_resources` tells such a moment (and one of a process or memory limit)
+apart from other errors, so that no one reports it, or remembers it, as something else
+(a sandbox "unavailable", say).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = [
     "SPARE_FDS",
     "OpenFileRoom",
     "open_file_room",
-    "out_of_descriptors",
+    "out_of_resources",
     "raise_open_file_limit",
 ]
 
@@ -86,6 +87,14 @@ def open_file_room() -> OpenFileRoom | None:
     return OpenFileRoom(limit, open_now)
 
 
-def out_of_descriptors(error: BaseException) -> bool:
-    """Whether ``error`` is this process (``EMFILE``) or the system (``ENFILE``) out of files."""
-    return isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)
+def out_of_resources(error: BaseException) -> bool:
+    """Whether ``error`` is a resource running out for a moment, not a lasting refusal.
+
+    Out of files (``EMFILE`` for the process, ``ENFILE`` for the system), out of
+    processes (``EAGAIN`` from ``fork``: ``RLIMIT_NPROC``, a container's pids limit), or
+    out of memory (``ENOMEM``).
+    """
+    return isinstance(error, OSError) and error.errno in _TRANSIENT
+
+
+_TRANSIENT: Final = frozenset((errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ from penguin._fdlimit import (
     FDS_PER_SESSION,
     SPARE_FDS,
     OpenFileRoom,
-    out_of_descriptors,
+    out_of_resources,
 )
 
 
@@ -36,9 +37,10 @@ def test_20_3_the_soft_limit_is_raised_to_the_hard_one_and_the_room_read_after()
     assert done.stdout.split() == ["400", "400", "True"], done.stderr
 
 
-def test_20_3_only_emfile_and_enfile_are_out_of_descriptors() -> None:
-    assert out_of_descriptors(OSError(errno.EMFILE, "Too many open files"))
-    assert out_of_descriptors(OSError(errno.ENFILE, "Too many open files in system"))
-    assert not out_of_descriptors(OSError(errno.ENOENT, "No such file or directory"))
-    assert not out_of_descriptors(OSError("no errno"))
-    assert not out_of_descriptors(ValueError("not an OSError"))
+def test_20_3_running_out_is_told_apart_from_a_lasting_refusal() -> None:
+    for code in (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM):
+        assert out_of_resources(OSError(code, os.strerror(code)))
+    for code in (errno.ENOENT, errno.EPERM, errno.EACCES, errno.ENOSPC, errno.EINVAL):
+        assert not out_of_resources(OSError(code, os.strerror(code)))
+    assert not out_of_resources(OSError("no errno"))
+    assert not out_of_resources(ValueError("not an OSError"))

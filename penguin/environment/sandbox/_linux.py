@@ -55,7 +55,7 @@ import attrs
 import trio
 
 from penguin._errors import PenguinError
-from penguin._fdlimit import out_of_descriptors
+from penguin._fdlimit import out_of_resources
 
 from . import _spawner
 from ._policy import DEVICES, Layout
@@ -151,8 +151,9 @@ _probed: Support | None = None
 def probe() -> Support:
     """What this machine supports, tried for real (blocking; once per process).
 
-    A probe that finds the process out of descriptors (``EMFILE``) raises that
-    ``OSError`` and is not remembered: the next one tries again.
+    A probe that finds the process out of descriptors (``EMFILE``), processes
+    (``EAGAIN``) or memory raises that ``OSError`` and is not remembered: the next one
+    tries again.
     """
     global _probed
     with _probe_lock:
@@ -194,7 +195,7 @@ def _probe() -> Support:
     try:
         namespaces = build_namespaces(layout, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     except OSError as error:
-        if out_of_descriptors(error):
+        if out_of_resources(error):
             raise  # this process's state, not the machine's: nothing to remember
         reason = str(error) or "user namespaces are not available"
         return Support(reason, abi, False, False, version)
@@ -202,7 +203,7 @@ def _probe() -> Support:
         argv = namespaces.command(("/bin/sh", "-c", "exit 7"), None, "/")
         done = subprocess.run(list(argv), capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError) as error:
-        if out_of_descriptors(error):
+        if out_of_resources(error):
             raise
         return Support(f"entering the namespaces failed ({error})", abi, True, False, version)
     finally:

@@ -27,7 +27,7 @@ import trio
 
 from penguin._concurrency import run_in_worker
 from penguin._errors import SandboxUnavailableError
-from penguin._fdlimit import out_of_descriptors
+from penguin._fdlimit import out_of_resources
 
 from ._linux import Namespaces, SandboxedChild, _SpawnerGone, build_namespaces, probed
 from ._policy import Layout, SandboxPolicy, resolve_layout, write_denial
@@ -234,8 +234,8 @@ async def open_sandbox(
         await sandbox.prepare()
     except OSError as error:
         await sandbox.aclose()
-        if out_of_descriptors(error):
-            raise  # the process is out of files, the sandbox is fine: say that
+        if out_of_resources(error):
+            raise  # out of files or processes for now; the sandbox is fine: say that
         raise SandboxUnavailableError(str(error) or "bwrap failed") from error
     except BaseException:
         await sandbox.aclose()
