@@ -199,12 +199,12 @@ def _take_lock(fd: int, file: Path) -> None:
 def _lock_holder(fd: int) -> int | None:
     """The pid holding a ``flock`` on ``fd``'s file, from ``/proc/locks`` (Linux), if known."""
     try:
-        stat = os.fstat(fd)
+        info = os.fstat(fd)
         with open("/proc/locks", encoding="ascii", errors="replace") as locks:
             lines = locks.read().splitlines()
     except OSError:
         return None
-    device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
     for line in lines:
         fields = line.split()
         # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1836 0 EOF"; a waiter's line has "->" too
