@@ -34,10 +34,10 @@ __all__ = [
     "raise_open_file_limit",
 ]
 
-FDS_PER_SESSION: Final = 8
-"""Descriptors budgeted per running session: ``benchmarks.batch`` measures about 3 at
-concurrency 64 (a command at a time), so 8 leaves room for a sandbox, a background
-command or two, and a subagent's own."""
+FDS_PER_SESSION: Final = 16
+"""Descriptors budgeted per running session. ``penguin batch`` at concurrency 22 peaked
+at about 11 a session with the sandbox on (its spawner's socket and namespaces) and 6
+with it off; 16 leaves room for a background command or two and a subagent's own."""
 
 SPARE_FDS: Final = 64
 """Descriptors kept free beyond the sessions' budget: the results file, the progress

@@ -67,7 +67,7 @@ async def run_in_processes(
     """
     count = max(1, min(workers, len(tasks)))
     # The workers inherit this process's open-file limit: say once, here, if it is short.
-    settings = await within_open_files(settings)
+    settings = await within_open_files(settings, workers=count)
     if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]

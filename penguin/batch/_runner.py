@@ -216,8 +216,11 @@ async def run_tasks(
                     nursery.start_soon(one, task, slot)
 
 
-async def within_open_files(settings: BatchSettings) -> BatchSettings:
+async def within_open_files(settings: BatchSettings, *, workers: int = 1) -> BatchSettings:
     """``settings`` with no more sessions at once than this process's open files hold.
+
+    ``workers``: the processes that will each run that many, with this process's limit
+    (the line then says so).
 
     Raises the soft open-file limit to the hard one first. When the limit still
     cannot hold ``settings.concurrency`` sessions (:data:`~penguin._fdlimit.FDS_PER_SESSION`
@@ -229,8 +232,9 @@ async def within_open_files(settings: BatchSettings) -> BatchSettings:
     room = await trio.to_thread.run_sync(open_file_room)
     if room is None or room.sessions >= settings.concurrency:
         return settings
+    where = f" in each of the {workers} worker processes" if workers > 1 else ""
     warn(
-        f"penguin batch: running {room.sessions} sessions at a time, not "
+        f"penguin batch: running {room.sessions} sessions at a time{where}, not "
         f"{settings.concurrency}: this process may open {room.limit:,} files (ulimit -n) "
         f"and a session needs up to {FDS_PER_SESSION}; raise the limit to "
         f"{room.limit_for(settings.concurrency):,} to run {settings.concurrency} at once"

@@ -20,6 +20,7 @@ from penguin.llm import testing as t
 from .scripted import (
     TaskScripts,
     configure_model,
+    exec_reply,
     logged_exec,
     most_at_once,
     read_log,
@@ -235,40 +236,66 @@ UNDER_A_LIMIT = (
 """``python -c UNDER_A_LIMIT LIMIT ARGS...``: ``penguin ARGS...`` with a hard open-file limit."""
 
 
+async def penguin_under_a_limit(
+    limit: int, *args: str, cwd: Path
+) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [sys.executable, "-c", UNDER_A_LIMIT, str(limit), *args],
+        cwd=cwd,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+
+
 async def test_20_3_a_batch_runs_no_more_sessions_than_its_open_files_hold(
     model: tuple[TaskScripts, Path], tmp_path: Path
 ) -> None:
     scripts, root = model
     log = tmp_path / "times.log"
-    ids = [f"f{n}" for n in range(30)]
+    ids = [f"f{n}" for n in range(16)]
     for task_id in ids:
-        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 0.5")]
+        scripts.scripts[task_id] = [logged_exec(log, task_id, "sleep 0.3")]
     tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
     out = tmp_path / "results.jsonl"
-    done = await trio.run_process(
-        [
-            *(sys.executable, "-c", UNDER_A_LIMIT, "160"),
-            *("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "64"),
-        ],
-        cwd=tmp_path,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
+    batch = ("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "64")
+    done = await penguin_under_a_limit(160, *batch, cwd=tmp_path)
     stderr = done.stderr.decode()
     assert done.returncode == 0, stderr
     said = re.match(
         r"penguin batch: running (\d+) sessions at a time, not 64: this process may open 160"
-        r" files \(ulimit -n\) and a session needs up to 8; raise the limit to ([\d,]+) to"
+        r" files \(ulimit -n\) and a session needs up to 16; raise the limit to ([\d,]+) to"
         r" run 64 at once\n",
         stderr,
     )
     assert said is not None, stderr
     room, needed = int(said[1]), int(said[2].replace(",", ""))
-    assert 1 <= room <= (160 - 64) // 8
-    assert needed >= 64 * 8 + 64
+    assert 1 <= room <= (160 - 64) // 16
+    assert needed >= 64 * 16 + 64
     assert {str(r["id"]): r["status"] for r in results_of(out)} == dict.fromkeys(ids, "completed")
     assert most_at_once(log) <= room
+
+
+async def test_20_3_with_workers_each_process_runs_what_its_open_files_hold(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    ids = [f"w{n}" for n in range(60)]
+    for task_id in ids:
+        scripts.scripts[task_id] = [exec_reply("sleep 0.2")]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    batch = ("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "64")
+    done = await penguin_under_a_limit(256, *batch, "--workers", "2", cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert re.match(
+        r"penguin batch: running \d+ sessions at a time in each of the 2 worker processes,"
+        r" not 64: this process may open 256 files \(ulimit -n\)",
+        stderr,
+    ), stderr
+    assert stderr.count("sessions at a time") == 1  # said once, not by each worker
+    assert {str(r["id"]): r["status"] for r in results_of(out)} == dict.fromkeys(ids, "completed")
 
 
 async def test_b2_3_ctrl_c_aborts_the_running_tasks_exits_130_and_leaves_nothing(
