@@ -30,6 +30,7 @@ from ._api import run_batch as run_batch
 from ._errors import BackendUnavailableError as BackendUnavailableError
 from ._errors import BatchOptionError as BatchOptionError
 from ._errors import ResultsWriteError as ResultsWriteError
+from ._errors import StorageFullError as StorageFullError
 from ._errors import TaskFileError as TaskFileError
 from ._output import ResultsFile as ResultsFile
 from ._progress import BatchProgress as BatchProgress
@@ -61,6 +62,7 @@ __all__ = [
     "BatchTask",
     "ResultsFile",
     "ResultsWriteError",
+    "StorageFullError",
     "TaskFileError",
     "TokenTotals",
     "check_backend",

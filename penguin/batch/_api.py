@@ -94,7 +94,10 @@ async def run_batch(
     processes and closes its trace, but no further results come. ``progress`` is
     kept up to date as tasks start and end. ``sandbox`` is the sessions' policy
     (spec/sandbox.md; a task's ``sandbox`` goes over it; ``None``: the project file's
-    ``[sandbox]``, else none).
+    ``[sandbox]``, else none). A task that finds the data root's disk full stops the
+    batch: what still runs is hard-stopped and the stream raises
+    :class:`~penguin.batch.StorageFullError` (the tasks without a result are the ones
+    to run again).
 
     ``backend="local"`` with ``workers`` above 1 splits the tasks over that many worker
     processes of this machine, each with up to ``concurrency`` sessions (one Trio loop

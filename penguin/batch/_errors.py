@@ -6,12 +6,16 @@
      ├── TaskFileError            (also ValueError) a line of a task file is not a valid task
      ├── BatchOptionError         (also ValueError) the batch cannot run with these options
      ├── BackendUnavailableError  (also RuntimeError) the chosen backend cannot be used here
-     └── ResultsWriteError        (also OSError) a result line could not be written whole
+     ├── ResultsWriteError        (also OSError) a result line could not be written whole
+     └── StorageFullError         (also OSError) a task found the disk full: the batch stops
 
 The first three are raised before any task runs: once a batch is running, whatever
 goes wrong with one task is that task's result (``status: "error"`` and a reason), and
-the batch goes on. A results file the disk stops taking stops the batch
-(:class:`ResultsWriteError`): a result that cannot be kept is not worth running for.
+the batch goes on. A disk that stops taking what the batch writes stops it instead: the
+results file's (:class:`ResultsWriteError`: a result that cannot be kept is not worth
+running for), or the one a task's trace, session lock or workspace is on, full or over a
+quota (:class:`StorageFullError`: every task after it would fail the same way, and a
+final result for each would keep ``--resume`` from running them once there is room).
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from typing import final
 
 from penguin._errors import PenguinError
 
-__all__ = ["BackendUnavailableError", "BatchOptionError", "ResultsWriteError", "TaskFileError"]
+__all__ = [
+    "BackendUnavailableError",
+    "BatchOptionError",
+    "ResultsWriteError",
+    "StorageFullError",
+    "TaskFileError",
+]
 
 
 @final
@@ -88,3 +98,26 @@ class ResultsWriteError(PenguinError, OSError):
 
     def __str__(self) -> str:
         return f"cannot write results to {self.path}: {self.reason}"
+
+
+@final
+class StorageFullError(PenguinError, OSError):
+    """A task could not write to ``path``: its disk is full, or over a quota.
+
+    The message is ``cannot write to ${path}: ${reason}`` (``reason`` is the system's:
+    ``No space left on device``, ``Disk quota exceeded``); ``errno`` is the system's
+    (``ENOSPC``, ``EDQUOT``). The batch stops on it: the task that found it and those
+    still running get no result, so ``--resume`` runs them once there is room.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, errno: int | None = None) -> None:
+        super().__init__(f"cannot write to {os.fspath(path)}: {reason}")
+        self.path = os.fspath(path)
+        self.reason = reason
+        self.errno = errno
+
+    def __str__(self) -> str:
+        return f"cannot write to {self.path}: {self.reason}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.reason, self.errno))

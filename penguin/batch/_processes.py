@@ -15,7 +15,9 @@ still ends its processes), waits up to :data:`STOP_GRACE_S`, then kills the work
 A worker whose stdin ends (the driver died) stops the same way.
 
 A worker that exits before it reported every task of its share — it crashed, or was
-killed — leaves those tasks an ``error`` result saying so; the others keep theirs.
+killed — leaves those tasks an ``error`` result saying so; the others keep theirs. A
+worker whose task found the disk full says so (``{"full": {...}}``) and ends; the
+driver then stops every worker and raises that :class:`~._errors.StorageFullError`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import trio
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 
+from ._errors import StorageFullError
 from ._results import BatchResult
 from ._runner import (
     BatchSettings,
@@ -63,7 +66,9 @@ async def run_in_processes(
 ) -> None:
     """Run ``tasks`` on ``workers`` processes, ``emit``-ting each result as it arrives.
 
-    ``on_phase`` is told that the processes are starting (until a task starts).
+    ``on_phase`` is told that the processes are starting (until a task starts). Raises
+    the first :class:`~._errors.StorageFullError` a worker reports, once every worker
+    has stopped.
     """
     count = max(1, min(workers, len(tasks)))
     # The workers inherit this process's open-file limit: say once, here, if it is short.
@@ -71,11 +76,22 @@ async def run_in_processes(
     if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]
+    full: list[StorageFullError] = []
+
+    async def drive(share: list[BatchTask]) -> None:
+        try:
+            await _drive(share, settings, emit, interrupt, on_start)
+        except StorageFullError as exc:
+            full.append(exc)
+            nursery.cancel_scope.cancel()  # every other worker is told to stop
+
     with collapse_single():
         async with trio.open_nursery() as nursery:
             for share in shares:
                 if share:
-                    nursery.start_soon(_drive, share, settings, emit, interrupt, on_start)
+                    nursery.start_soon(drive, share)
+    if full:
+        raise full[0]
 
 
 async def _drive(
@@ -133,6 +149,8 @@ async def _drive(
                         task = by_id.get(event["started"])
                         if task is not None and on_start is not None:
                             on_start(task)
+                    elif "full" in event:
+                        raise StorageFullError(**event["full"])
                     elif "result" in event:
                         result = BatchResult.from_json(event["result"])
                         if result.id in by_id and result.id not in reported:
@@ -214,7 +232,13 @@ async def _worker_main() -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(listen)
             with work:
-                await run_tasks(share, settings, emit=emit, interrupt=interrupt, on_start=on_start)
+                try:
+                    await run_tasks(
+                        share, settings, emit=emit, interrupt=interrupt, on_start=on_start
+                    )
+                except StorageFullError as exc:  # the driver stops the batch
+                    full = {"path": exc.path, "reason": exc.reason, "errno": exc.errno}
+                    send.send_nowait({"full": full})
             nursery.cancel_scope.cancel()
         send.close()
     with trio.CancelScope(shield=True):

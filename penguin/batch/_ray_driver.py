@@ -50,6 +50,7 @@ from penguin._log import logger, warn
 from penguin.trace import DIR_MODE, FILE_MODE
 
 from ._atomic import write_atomically
+from ._errors import StorageFullError
 from ._ray_cluster import NAMESPACE, check_ray, connected
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._ray_worker import AGENT_FILES, BatchWorker
@@ -123,6 +124,8 @@ class RayDriver:
 
         ``on_phase`` is told what the batch is doing while no task runs: connecting to
         (or starting) the cluster, starting the workers, stopping a local cluster.
+        Raises the first :class:`~._errors.StorageFullError` a worker reports, once
+        every worker has stopped.
         """
         say = on_phase if on_phase is not None else _say_nothing
         if not tasks:
@@ -159,17 +162,28 @@ class RayDriver:
                 on_lost=on_lost,
             )
             shares = [_Share(list(tasks[index::count])) for index in range(count)]
+            full: list[StorageFullError] = []
+
+            async def drive(share: _Share, name: str) -> None:
+                try:
+                    await self._drive(context, share, name)
+                except StorageFullError as exc:
+                    full.append(exc)
+                    nursery.cancel_scope.cancel()  # the batch stops: _stop_all below
+
             try:
                 with collapse_single():
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(self._forward_interrupt, interrupt)
                         async with trio.open_nursery() as drivers:
                             for number, share in enumerate(shares):
-                                drivers.start_soon(self._drive, context, share, f"w{number}")
+                                drivers.start_soon(drive, share, f"w{number}")
                         nursery.cancel_scope.cancel()
             finally:
                 with trio.CancelScope(shield=True):
                     await self._stop_all()
+            if full:
+                raise full[0]
 
     async def _default_workers(self, tasks: int, concurrency: int) -> int:
         cpus = await self._call(self._cluster_cpus)
@@ -238,6 +252,8 @@ class RayDriver:
                     result = BatchResult.from_json(item["result"])
                     share.done.add(result.id)
                     await self._deliver(context, result, traces=item["traces"])
+                if report.get("full"):  # the run's _stop_all ends every worker
+                    raise StorageFullError(**report["full"])
                 if report["finished"]:
                     break
             await self._call(lambda: ray.get(run_ref, timeout=POLL_TIMEOUT_S))

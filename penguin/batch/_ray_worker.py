@@ -26,6 +26,7 @@ from penguin import config as cfg
 from penguin._log import warn
 
 from ._atomic import write_atomically
+from ._errors import StorageFullError
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks, settings_from_wire
@@ -95,10 +96,11 @@ class BatchWorker:
         """What started and finished since the last call, waiting up to ``wait_s`` for any.
 
         ``{"started": [id...], "results": [{"result": obj, "traces": [[rel, bytes]...]}],
-        "finished": bool, "failure": str | None}``; ``finished`` once ``run_share`` is
-        done (and then this call holds everything it produced). Once there is something
-        to return it gathers for ``gather_s`` more (see :data:`GATHER_S`), unless the
-        share finishes first.
+        "finished": bool, "failure": str | None, "full": {path, reason, errno} | None}``;
+        ``finished`` once ``run_share`` is done (and then this call holds everything it
+        produced); ``full`` once a task found its disk full (and the share stopped).
+        Once there is something to return it gathers for ``gather_s`` more (see
+        :data:`GATHER_S`), unless the share finishes first.
         """
         loop = self._loop
         with loop.ready:
@@ -114,6 +116,7 @@ class BatchWorker:
                 "results": results,
                 "finished": loop.finished,
                 "failure": loop.failure,
+                "full": loop.full,
             }
 
     def interrupt(self) -> None:
@@ -150,6 +153,8 @@ class _ShareLoop:
         self.results: list[dict[str, Any]] = []
         self.finished = False
         self.failure: str | None = None
+        self.full: dict[str, Any] | None = None
+        """A :class:`StorageFullError`'s fields, once a task found its disk full."""
         self.token: trio.lowlevel.TrioToken | None = None
         self.interrupt: trio.Event | None = None
         self.scope: trio.CancelScope | None = None
@@ -166,9 +171,13 @@ class _ShareLoop:
                     interrupt.set()
                 if self.stopped:
                     scope.cancel()
-            await run_tasks(
-                share, self.settings, emit=self.emit, interrupt=interrupt, on_start=self.start
-            )
+            try:
+                await run_tasks(
+                    share, self.settings, emit=self.emit, interrupt=interrupt, on_start=self.start
+                )
+            except StorageFullError as exc:  # the driver stops the batch
+                with self.ready:
+                    self.full = {"path": exc.path, "reason": exc.reason, "errno": exc.errno}
 
     def start(self, task: BatchTask) -> None:
         with self.ready:

@@ -18,7 +18,12 @@ then says ``timeout`` or ``aborted``. Tasks that have not got a slot when the ba
 is interrupted do not start and get no result (``--resume`` runs them later).
 
 Whatever goes wrong with one task (a missing template, a workspace that is not a
-directory, no such model) is that task's ``error`` result; the batch goes on.
+directory, no such model) is that task's ``error`` result; the batch goes on. Except a
+full disk (:func:`storage_full`): a task that cannot write its trace, session lock or
+workspace for want of space stops the batch with :class:`~._errors.StorageFullError`,
+the tasks still running hard-stopped and none of them given a result, since every task
+after it would fail the same way and a final result for each would keep ``--resume``
+from running them once there is room.
 
 The concurrency is what the process's open-file limit holds at most
 (:func:`within_open_files`): past it, tasks would fail wherever a descriptor ran out.
@@ -30,8 +35,10 @@ Python's collector runs at :func:`~penguin._gc.many_sessions_gc`'s pace while th
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
+import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -52,6 +59,7 @@ from penguin.approval import ApprovalMode, approver
 from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, ClosableLLM
 
+from ._errors import StorageFullError
 from ._options import check_options
 from ._results import BatchResult, TokenTotals, status_of_run
 from ._tasks import BatchTask
@@ -65,11 +73,13 @@ __all__ = [
     "run_until_stopped",
     "settings_from_wire",
     "settings_to_wire",
+    "storage_full",
     "within_open_files",
 ]
 
 HARD_STOP_GRACE_S: Final = 10.0
 """Seconds between a task's graceful interrupt and its hard stop."""
+_FULL_DISK: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 @final
@@ -159,6 +169,29 @@ async def run_until_stopped(
     return stop
 
 
+def storage_full(exc: BaseException, where: Path) -> StorageFullError | None:
+    """The :class:`StorageFullError` that ``exc`` amounts to, if it is one of a full disk.
+
+    ``exc`` or an exception it came from (``__cause__``, ``__context__``) is an
+    :class:`OSError` whose errno is ``ENOSPC`` or ``EDQUOT`` (a trace write's
+    :class:`~penguin.trace.TraceWriteError` included). It names the file the error
+    names, or else ``where``.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StorageFullError):
+            return current
+        if isinstance(current, OSError) and current.errno in _FULL_DISK:
+            named = getattr(current, "path", None) or current.filename
+            path = named if isinstance(named, str) else os.fspath(where)
+            reason = getattr(current, "reason", None) or os.strerror(current.errno)
+            return StorageFullError(path, str(reason), current.errno)
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def error_result(task: BatchTask, reason: str) -> BatchResult:
     """The result of a task penguin could not run: ``status: "error"``, ``reason`` why."""
     return BatchResult(id=task.id, status="error", error=reason, metadata=task.metadata)
@@ -180,7 +213,12 @@ async def run_tasks(
     Results are emitted in completion order, each as soon as its task ended.
     ``on_start`` is told when a task gets its slot. Returns once every started task
     has ended; tasks still waiting for a slot when ``interrupt`` is set never start.
-    If the agent cannot be opened, every task gets an ``error`` result saying why.
+    If the agent cannot be opened, every task gets an ``error`` result saying why
+    (unless its disk is full: see below).
+
+    Raises :class:`~._errors.StorageFullError` (the first, alone) once a task finds its
+    disk full: the other running tasks are hard-stopped first (each session still ends
+    its processes), and neither they nor that task get a result.
     """
     check_options(concurrency=settings.concurrency)
     settings = await within_open_files(settings)
@@ -189,18 +227,31 @@ async def run_tasks(
             Agent.open, settings.root, settings.project_id, settings.agent_id
         )
     except (cfg.ConfigError, OSError) as exc:
+        no_room = storage_full(exc, cfg.AgentPaths(settings.root).root)
+        if no_room is not None:
+            raise no_room from exc
         for task in tasks:
             await emit(error_result(task, f"cannot open the agent: {exc}"))
         return
     limiter = trio.CapacityLimiter(settings.concurrency)
     async with _ModelClients(agent) as clients:
         run = _TaskRunner(agent, settings, clients, interrupt)
+        full: list[StorageFullError] = []
 
         async def one(task: BatchTask, slot: object) -> None:
             try:
                 if on_start is not None:
                     on_start(task)
-                result = await run.attempt(task)
+                try:
+                    result = await run.attempt(task)
+                except StorageFullError as exc:
+                    full.append(exc)
+                    nursery.cancel_scope.cancel()  # the batch stops: every task would fail
+                    return
+                except BaseException as exc:
+                    if _met_on_the_way_out(exc):
+                        return  # a hard-stopped task has no result to give
+                    raise
             finally:
                 limiter.release_on_behalf_of(slot)
             await emit(result)
@@ -214,6 +265,30 @@ async def run_tasks(
                         limiter.release_on_behalf_of(slot)
                         break
                     nursery.start_soon(one, task, slot)
+    if full:
+        raise full[0]
+
+
+def _met_on_the_way_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is what a task being hard-stopped met as it unwound, and nothing else.
+
+    The task is cancelled, and ``exc`` a group of :class:`trio.Cancelled` and the
+    :class:`OSError` of a file write that failed on the way out (its disk full, say):
+    ``Cancelled`` alone would go through, but with such an error beside it the group
+    would reach the batch's nursery and end the batch in a traceback instead of the
+    stop it is in.
+    """
+
+    def only_unwinding(exc: BaseException) -> bool:
+        if isinstance(exc, BaseExceptionGroup):
+            return all(only_unwinding(inner) for inner in exc.exceptions)
+        return isinstance(exc, trio.Cancelled | OSError)
+
+    return (
+        isinstance(exc, BaseExceptionGroup)
+        and trio.current_effective_deadline() == -math.inf
+        and only_unwinding(exc)
+    )
 
 
 async def within_open_files(settings: BatchSettings, *, workers: int = 1) -> BatchSettings:
@@ -300,6 +375,11 @@ class _TaskRunner:
                 timeout_s=timeout_s,
             )
         except Exception as exc:  # penguin could not run this task; the batch goes on
+            full = storage_full(exc, self.agent.paths.root)
+            if full is exc:
+                raise
+            if full is not None:  # unless the disk is full: then it stops
+                raise full from exc
             if not isinstance(exc, OSError | cfg.ConfigError | ValueError):
                 warn(f"[penguin] batch task {task.id!r}: {type(exc).__name__}: {exc}")
             return attrs.evolve(
@@ -398,6 +478,9 @@ class _TaskRunner:
             tally.turns = result.turns
             await session.flush_trace()
             if writer.failure is not None:  # the task's trace is not whole: it failed
+                full = storage_full(writer.failure, self.agent.paths.root)
+                if full is not None:
+                    raise full  # ... because the disk is full: the batch stops
                 tally.run_status = "failed"
                 tally.run_error = str(writer.failure)
 

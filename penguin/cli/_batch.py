@@ -73,7 +73,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  penguin batch tasks.jsonl -o results.jsonl --concurrency 32\n"
         "  penguin batch tasks.jsonl -o results.jsonl --resume        # after an interrupt\n"
         "  penguin batch tasks.jsonl -o results.jsonl --backend ray --workers 4\n"
-        "\nexit status: 0 every task ran, 1 bad usage, 3 results not written, 130 interrupted"
+        "\nexit status: 0 every task ran, 1 bad usage, 3 stopped (results not written, or a\n"
+        "full disk), 130 interrupted"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("tasks", type=Path, metavar="TASKS.jsonl", help="the tasks, one per line")
@@ -250,24 +251,28 @@ async def _run(
 ) -> int:
     progress = batch.BatchProgress(total=len(tasks))
     display = ProgressDisplay(progress, sys.stderr, live=_is_terminal(sys.stderr))
-    refused: list[batch.ResultsWriteError] = []
+    refused: list[batch.ResultsWriteError | batch.StorageFullError] = []
     try:
         with display.routing_logs(), _stopped_by(refused):
             await _stream_results(args, mode, tasks, results, controls, display, progress)
     finally:
         display.close(f"results: {args.output}")
     if refused:
+        once = (
+            "the results can be written"
+            if isinstance(refused[0], batch.ResultsWriteError)
+            else "there is room again"
+        )
         print(
             f"penguin batch: {refused[0]}; the batch stopped. Tasks without a result: "
-            f"{len(tasks) - _have_results(tasks, results)} (--resume runs them once the "
-            "results can be written)",
+            f"{len(tasks) - _have_results(tasks, results)} (--resume runs them once {once})",
             file=sys.stderr,
         )
-        return _RESULTS_NOT_WRITTEN
+        return _STOPPED_BY_A_DISK
     return EXIT_CODES["aborted"] if controls.interrupt.is_set() else 0
 
 
-_RESULTS_NOT_WRITTEN: Final = 3
+_STOPPED_BY_A_DISK: Final = 3
 
 
 def _have_results(tasks: list[batch.BatchTask], results: batch.ResultsFile) -> int:
@@ -275,15 +280,15 @@ def _have_results(tasks: list[batch.BatchTask], results: batch.ResultsFile) -> i
 
 
 @contextlib.contextmanager
-def _stopped_by(refused: list[batch.ResultsWriteError]) -> Iterator[None]:
-    """Catch the results write that failed (alone or in a group): the batch stops there."""
+def _stopped_by(refused: list[batch.ResultsWriteError | batch.StorageFullError]) -> Iterator[None]:
+    """Catch what stops a batch (alone or in a group): a results write, or a full disk."""
     try:
         yield
-    except* batch.ResultsWriteError as group:
+    except* (batch.ResultsWriteError, batch.StorageFullError) as group:
         first = group.exceptions[0]
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
-        assert isinstance(first, batch.ResultsWriteError)
+        assert isinstance(first, batch.ResultsWriteError | batch.StorageFullError)
         refused.append(first)
 
 

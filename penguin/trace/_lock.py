@@ -103,9 +103,16 @@ class SessionLock:
             if not same:  # released (and removed) between our open and our flock
                 os.close(fd)
                 continue
-            os.ftruncate(fd, 0)
             name = " ".join((surface or "").split())
-            os.write(fd, f"{os.getpid()} {name}".rstrip().encode() + b"\n")
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()} {name}".rstrip().encode() + b"\n")
+            except OSError as exc:  # a full disk, say: the lock is not kept, and says where
+                os.close(fd)
+                raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
+            except BaseException:
+                os.close(fd)
+                raise
             return cls(path, fd)
         raise SessionLockedError(session_id, None, None, path)
 

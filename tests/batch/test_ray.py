@@ -35,6 +35,7 @@ import trio
 
 from penguin.llm import testing as t
 
+from ..faults.disks import fill, tmpfs
 from .scripted import (
     TaskScripts,
     configure_model,
@@ -489,6 +490,40 @@ async def test_b2_5_a_task_lost_twice_gets_error(
     ]
     assert said[0].endswith("; its unfinished task runs again on a new worker")
     assert said[1].endswith("; its unfinished task ends in error (lost twice)")
+
+
+async def test_21_4_a_full_data_disk_stops_a_ray_batch_and_resume_finishes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    scripts = TaskScripts()
+    ids = [f"t{n}" for n in range(12)]
+    for task_id in ids:
+        scripts.scripts[task_id] = [text_reply(f"done {task_id} " + "y" * 120_000)]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    async with t.serve_openai_compatible(scripts) as server:
+        with tmpfs(tmp_path / "disk", size="8m") as disk:
+            root = disk / "root"  # the driver's and the workers' (one machine)
+            configure_model(root, server.base_url)
+            filler = fill(disk, leave=600_000)  # room for about four traces
+            flags = [*("--backend", "ray", "--ray-address", cluster.address, "--workers", "2")]
+            flags += ("--concurrency", "2", "--root", str(root))
+            done = await batch(tasks, out, *flags, env=cluster.env, cwd=tmp_path)
+            stderr = done.stderr.decode()
+            assert done.returncode == 3, stderr
+            assert f"penguin batch: cannot write to {root}/" in stderr
+            assert "No space left on device; the batch stopped. Tasks without a result: " in stderr
+            assert "Traceback" not in stderr
+            first = results_of(out)
+            assert len(first) < len(ids)
+            assert {r["status"] for r in first.values()} <= {"completed"}, first
+
+            filler.unlink()  # space returns
+            done = await batch(tasks, out, *flags, "--resume", env=cluster.env, cwd=tmp_path)
+            assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)  # each id once
+    assert sorted(results) == sorted(ids)
+    assert {r["status"] for r in results.values()} == {"completed"}
 
 
 @pytest.fixture

@@ -75,6 +75,12 @@ def test_b2_4_a_poll_ends_when_its_window_does_while_the_share_runs_on(
 def test_b2_4_a_poll_with_nothing_to_report_waits_only_its_wait(tmp_path: Path) -> None:
     began = time.monotonic()
     report = _worker(tmp_path).take(0.05)
-    assert report == {"started": [], "results": [], "finished": False, "failure": None}
+    assert report == {
+        "started": [],
+        "results": [],
+        "finished": False,
+        "failure": None,
+        "full": None,
+    }
     assert time.monotonic() - began < 15
     assert 0 < GATHER_S <= 0.25  # a result still reaches the driver as its task ends

@@ -6,6 +6,7 @@ workspace, a real trace. The model is scripted per task (tests/batch/scripted.py
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -18,9 +19,9 @@ import trio.testing
 
 from penguin import batch
 from penguin.batch import BatchResult, BatchTask, run_batch
-from penguin.batch._runner import run_until_stopped
+from penguin.batch._runner import run_until_stopped, storage_full
 from penguin.llm import testing as t
-from penguin.trace import read_trace
+from penguin.trace import TraceWriteError, read_trace
 
 from .scripted import (
     TaskScripts,
@@ -368,3 +369,29 @@ def test_b3_1_the_package_is_reachable_from_penguin() -> None:
     assert penguin.batch.run_batch is run_batch
     assert json.loads(BatchResult(id="x", status="error").line())["status"] == "error"
     assert {"load_tasks", "BatchTask", "BatchResult", "run_batch"} <= set(batch.__all__)
+
+
+def test_21_4_a_full_disk_is_told_from_other_write_failures() -> None:
+    where = Path("/data")
+    named = OSError(errno.ENOSPC, "No space left on device", "/data/x.lock")
+    full = storage_full(named, where)
+    assert full is not None
+    assert str(full) == "cannot write to /data/x.lock: No space left on device"
+    assert full.errno == errno.ENOSPC
+    unnamed = storage_full(OSError(errno.EDQUOT, "Disk quota exceeded"), where)
+    assert unnamed is not None
+    assert str(unnamed) == "cannot write to /data: Disk quota exceeded"
+    trace = TraceWriteError("/data/t.jsonl", "No space left on device", errno.ENOSPC)
+    assert str(storage_full(trace, where)) == (
+        "cannot write to /data/t.jsonl: No space left on device"
+    )
+    outer = RuntimeError("opening the session failed")
+    outer.__cause__ = named  # found behind what it caused, too
+    assert str(storage_full(outer, where)) == str(full)
+    later = RuntimeError("closing")
+    later.__context__ = outer
+    assert str(storage_full(later, where)) == str(full)
+    assert storage_full(full, where) is full
+    assert storage_full(OSError(errno.EFBIG, "File too large", "/data/t"), where) is None
+    assert storage_full(OSError(errno.EMFILE, "Too many open files"), where) is None
+    assert storage_full(ValueError("no"), where) is None
