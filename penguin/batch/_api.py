@@ -164,6 +164,7 @@ async def run_batch(
                 emit=finished,
                 interrupt=stop,
                 on_start=started,
+                on_lost=lost,
                 on_phase=phase,
             )
 

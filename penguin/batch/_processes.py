@@ -15,7 +15,9 @@ still ends its processes), waits up to :data:`STOP_GRACE_S`, then kills the work
 A worker whose stdin ends (the driver died) stops the same way.
 
 A worker that exits before it reported every task of its share — it crashed, or was
-killed — leaves those tasks an ``error`` result saying so; the others keep theirs. A
+killed — has those tasks run again once, in a new worker process (as a lost Ray worker's
+are); a second loss leaves them an ``error`` result saying so. Tasks with a result keep
+it, and the other workers carry on. A
 worker whose task found the disk full says so (``{"full": {...}}``) and ends; the
 driver then stops every worker and raises that :class:`~._errors.StorageFullError`.
 """
@@ -29,8 +31,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, final
 
+import attrs
 import trio
 
 from penguin._concurrency import collapse_single
@@ -62,11 +65,14 @@ async def run_in_processes(
     emit: Callable[[BatchResult], Awaitable[None]],
     interrupt: trio.Event,
     on_start: Callable[[BatchTask], None] | None = None,
+    on_lost: Callable[[BatchTask], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> None:
     """Run ``tasks`` on ``workers`` processes, ``emit``-ting each result as it arrives.
 
-    ``on_phase`` is told that the processes are starting (until a task starts). Raises
+    ``on_lost`` is told of each started task whose worker died before its result (it
+    starts again in a new worker, or gets an ``error``). ``on_phase`` is told that the
+    processes are starting (until a task starts). Raises
     the first :class:`~._errors.StorageFullError` a worker reports, once every worker
     has stopped.
     """
@@ -78,32 +84,68 @@ async def run_in_processes(
     shares = [list(tasks[index::count]) for index in range(count)]
     full: list[StorageFullError] = []
 
-    async def drive(share: list[BatchTask]) -> None:
+    async def drive(share: list[BatchTask], number: int) -> None:
         try:
-            await _drive(share, settings, emit, interrupt, on_start)
+            await _drive(share, _Worker(number, settings, emit, interrupt, on_start, on_lost))
         except StorageFullError as exc:
             full.append(exc)
             nursery.cancel_scope.cancel()  # every other worker is told to stop
 
     with collapse_single():
         async with trio.open_nursery() as nursery:
-            for share in shares:
+            for number, share in enumerate(shares, start=1):
                 if share:
-                    nursery.start_soon(drive, share)
+                    nursery.start_soon(drive, share, number)
     if full:
         raise full[0]
 
 
-async def _drive(
-    share: list[BatchTask],
-    settings: BatchSettings,
-    emit: Callable[[BatchResult], Awaitable[None]],
-    interrupt: trio.Event,
-    on_start: Callable[[BatchTask], None] | None,
-) -> None:
+@final
+@attrs.frozen
+class _Worker:
+    """What every run of one share's worker process shares: its number, the batch's ends."""
+
+    number: int
+    settings: BatchSettings
+    emit: Callable[[BatchResult], Awaitable[None]]
+    interrupt: trio.Event
+    on_start: Callable[[BatchTask], None] | None
+    on_lost: Callable[[BatchTask], None] | None
+
+
+async def _drive(share: list[BatchTask], worker: _Worker, *, attempt: int = 1) -> None:
+    """Run ``share`` in a new worker process; what it leaves unfinished, once more."""
+    code, started, unfinished = await _run_share(share, worker)
+    if not unfinished or worker.interrupt.is_set():
+        return  # interrupted: tasks that did not run have no result (``--resume``)
+    for task in unfinished:
+        if task.id in started and worker.on_lost is not None:
+            worker.on_lost(task)
+    one = len(unfinished) == 1
+    tasks = "its unfinished task" if one else f"its {len(unfinished)} unfinished tasks"
+    said = f"[penguin] batch worker process {worker.number} exited with status {code}; {tasks}"
+    if attempt == 1:
+        warn(f"{said} {'runs' if one else 'run'} again in a new worker process")
+        await _drive(unfinished, worker, attempt=2)
+        return
+    warn(f"{said} {'ends' if one else 'end'} in error (its worker died twice)")
+    for task in unfinished:
+        reason = f"its worker process exited with status {code}, twice"
+        await worker.emit(error_result(task, reason))
+
+
+async def _run_share(
+    share: list[BatchTask], worker: _Worker
+) -> tuple[int, set[str], list[BatchTask]]:
+    """Run ``share`` in one worker process until it exits.
+
+    Its exit status, the tasks it started, and those it gave no result (in share order).
+    """
+    interrupt, on_start = worker.interrupt, worker.on_start
     by_id = {task.id: task for task in share}
     reported: set[str] = set()
-    lines = [json.dumps(settings_to_wire(settings))]
+    started_ids: set[str] = set()
+    lines = [json.dumps(settings_to_wire(worker.settings))]
     lines += [json.dumps(task.to_json()) for task in share]
     lines.append("run")
     process = await trio.lowlevel.open_process(
@@ -147,15 +189,17 @@ async def _drive(
                     event = json.loads(line)
                     if "started" in event:
                         task = by_id.get(event["started"])
-                        if task is not None and on_start is not None:
-                            on_start(task)
+                        if task is not None:
+                            started_ids.add(task.id)
+                            if on_start is not None:
+                                on_start(task)
                     elif "full" in event:
                         raise StorageFullError(**event["full"])
                     elif "result" in event:
                         result = BatchResult.from_json(event["result"])
                         if result.id in by_id and result.id not in reported:
                             reported.add(result.id)
-                            await emit(result)
+                            await worker.emit(result)
             nursery.cancel_scope.cancel()
         code = await process.wait()
     finally:
@@ -169,11 +213,7 @@ async def _drive(
                     await process.wait()
             await stdin.aclose()
             await stdout.aclose()
-    if interrupt.is_set():
-        return  # interrupted: tasks that did not run have no result (``--resume``)
-    for task in share:
-        if task.id not in reported:
-            await emit(error_result(task, f"its worker process exited with status {code}"))
+    return code, started_ids, [task for task in share if task.id not in reported]
 
 
 # --------------------------------------------------------------------------- the worker

@@ -46,6 +46,15 @@ def _one_each(
     return run_batch(tasks, root=root, concurrency=1, workers=2, **options)
 
 
+async def _one_each_results(ids: list[str], root: Path) -> dict[str, BatchResult]:
+    found: dict[str, BatchResult] = {}
+    async with _one_each(ids, root) as stream:
+        async for result in stream:
+            assert result.id not in found, f"{result.id} twice"
+            found[result.id] = result
+    return found
+
+
 async def test_20_2_local_workers_run_the_tasks_in_that_many_processes(
     model: tuple[TaskScripts, Path], tmp_path: Path
 ) -> None:
@@ -67,15 +76,40 @@ async def test_20_2_local_workers_run_the_tasks_in_that_many_processes(
     assert parents["t0"] == parents["t2"] == parents["t4"]  # every second task: one share
 
 
-async def test_20_2_a_worker_process_that_dies_leaves_its_tasks_an_error(
-    model: tuple[TaskScripts, Path],
+async def test_20_2_a_worker_process_that_dies_has_its_tasks_run_again_once(
+    model: tuple[TaskScripts, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripts, root = model
+    mark = shlex.quote(str(tmp_path / "killed-once"))
+    # a1 kills its worker the first time only; a2, behind it in that share, never
+    # started there; b1 and b2 are the other worker's, which carries on.
+    once = f"if [ ! -e {mark} ]; then touch {mark}; kill -9 $PPID; fi; echo ran"
+    scripts.scripts["a1"] = [exec_reply(once)]
+    results = await _one_each_results(["a1", "b1", "a2", "b2"], root)
+    assert {task_id: r.status for task_id, r in results.items()} == dict.fromkeys(
+        ["a1", "b1", "a2", "b2"], "completed"
+    )
+    assert [r.getMessage() for r in caplog.records if "worker process" in r.getMessage()] == [
+        "[penguin] batch worker process 1 exited with status -9; its 2 unfinished tasks run"
+        " again in a new worker process"
+    ]
+
+
+async def test_20_2_a_task_whose_worker_dies_twice_gets_an_error(
+    model: tuple[TaskScripts, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     scripts, root = model
     scripts.scripts["a"] = [exec_reply("kill -9 $PPID")]
     results = await _run(["a", "b"], root, workers=2)
     assert results["b"].status == "completed"
     assert results["a"].status == "error"
-    assert results["a"].error == "its worker process exited with status -9"
+    assert results["a"].error == "its worker process exited with status -9, twice"
+    assert [r.getMessage() for r in caplog.records if "worker process" in r.getMessage()] == [
+        "[penguin] batch worker process 1 exited with status -9; its unfinished task runs"
+        " again in a new worker process",
+        "[penguin] batch worker process 1 exited with status -9; its unfinished task ends in"
+        " error (its worker died twice)",
+    ]
 
 
 async def test_b2_3_a_dead_worker_s_tasks_that_never_started_leave_the_running_count(
@@ -83,7 +117,8 @@ async def test_b2_3_a_dead_worker_s_tasks_that_never_started_leave_the_running_c
 ) -> None:
     """Only a task that had started counts as running: a dead worker's unstarted tasks,
     given an error, took one off the running count each, so the other worker's running
-    task stopped being counted."""
+    task stopped being counted. (Here a1 kills its worker each time, so a1 and a2 end in
+    error once the second worker died too.)"""
     scripts, root = model
     go, gate = tmp_path / "go", tmp_path / "gate"
     scripts.scripts["a1"] = [exec_reply(f"until [ -e {go} ]; do sleep 0.05; done; kill -9 $PPID")]
