@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from penguin import config as cfg
+from penguin._concurrency import collapse_single
 
 from ._errors import BatchOptionError
 from ._options import check_options
@@ -94,10 +95,11 @@ async def run_batch(
     processes and closes its trace, but no further results come. ``progress`` is
     kept up to date as tasks start and end. ``sandbox`` is the sessions' policy
     (spec/sandbox.md; a task's ``sandbox`` goes over it; ``None``: the project file's
-    ``[sandbox]``, else none). A task that finds the data root's disk full stops the
-    batch: what still runs is hard-stopped and the stream raises
-    :class:`~penguin.batch.StorageFullError` (the tasks without a result are the ones
-    to run again).
+    ``[sandbox]``, else none). A task that finds the data root's disk full, or whose
+    model cannot be reached at all, stops the batch: what still runs is hard-stopped
+    and the stream raises :class:`~penguin.batch.StorageFullError` or
+    :class:`~penguin.batch.ModelUnreachableError` (the tasks without a result are the
+    ones to run again).
 
     ``backend="local"`` with ``workers`` above 1 splits the tasks over that many worker
     processes of this machine, each with up to ``concurrency`` sessions (one Trio loop
@@ -194,16 +196,17 @@ async def run_batch(
     else:
         raise BatchOptionError("backend", f"unknown backend {backend!r}: use local or ray")
 
-    async with trio.open_nursery() as nursery:
+    with collapse_single():  # what stops the batch comes out as itself, not in a group
+        async with trio.open_nursery() as nursery:
 
-        async def produce() -> None:
-            async with send:
-                await runner()
+            async def produce() -> None:
+                async with send:
+                    await runner()
 
-        nursery.start_soon(produce)
-        async with receive:
-            async for result in receive:
-                yield result
+            nursery.start_soon(produce)
+            async with receive:
+                async for result in receive:
+                    yield result
 
 
 def _plain(policy: SandboxPolicy) -> dict[str, Any]:

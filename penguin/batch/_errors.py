@@ -7,7 +7,8 @@
      ├── BatchOptionError         (also ValueError) the batch cannot run with these options
      ├── BackendUnavailableError  (also RuntimeError) the chosen backend cannot be used here
      ├── ResultsWriteError        (also OSError) a result line could not be written whole
-     └── StorageFullError         (also OSError) a task found the disk full: the batch stops
+     ├── StorageFullError         (also OSError) a task found the disk full: the batch stops
+     └── ModelUnreachableError    (also RuntimeError) a task's model could not be reached
 
 The first three are raised before any task runs: once a batch is running, whatever
 goes wrong with one task is that task's result (``status: "error"`` and a reason), and
@@ -16,22 +17,31 @@ results file's (:class:`ResultsWriteError`: a result that cannot be kept is not 
 running for), or the one a task's trace, session lock or workspace is on, full or over a
 quota (:class:`StorageFullError`: every task after it would fail the same way, and a
 final result for each would keep ``--resume`` from running them once there is room).
+A model server that cannot be reached at all stops it for the same reason
+(:class:`ModelUnreachableError`): its failure is not the task's. :data:`BatchStop` is
+either of those two, and :func:`stop_to_wire` / :func:`stop_from_wire` carry one from a
+worker process to the driver.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import final
+from typing import Any, TypeAlias, final
 
 from penguin._errors import PenguinError
 
 __all__ = [
     "BackendUnavailableError",
     "BatchOptionError",
+    "BatchStop",
+    "ModelUnreachableError",
     "ResultsWriteError",
     "StorageFullError",
     "TaskFileError",
+    "stop_from_wire",
+    "stop_to_wire",
 ]
 
 
@@ -121,3 +131,45 @@ class StorageFullError(PenguinError, OSError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.path, self.reason, self.errno))
+
+
+@final
+class ModelUnreachableError(PenguinError, RuntimeError):
+    """A task's model server could not be reached at all, after the quick retries.
+
+    Connection refused or an unknown host (not a slow or failing server: those are the
+    task's ``timeout`` or ``failed``). The message is ``the model cannot be reached:
+    ${reason}``, ``reason`` the request's (``cannot connect to
+    http://127.0.0.1:8000/v1 (Connection refused)``). The batch stops on it: the task
+    that met it and those still running get no result, so ``--resume`` runs them once
+    the model is back.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the model cannot be reached: {reason}")
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"the model cannot be reached: {self.reason}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.reason,))
+
+
+BatchStop: TypeAlias = StorageFullError | ModelUnreachableError
+"""What a task meets that stops the whole batch (the results file's own failure,
+:class:`ResultsWriteError`, is met where the results are written instead)."""
+
+
+def stop_to_wire(stop: BatchStop) -> dict[str, Any]:
+    """``stop`` as JSON values, for a worker process or a Ray actor to send to the driver."""
+    if isinstance(stop, StorageFullError):
+        return {"kind": "full", "path": stop.path, "reason": stop.reason, "errno": stop.errno}
+    return {"kind": "unreachable", "reason": stop.reason}
+
+
+def stop_from_wire(wire: Mapping[str, Any]) -> BatchStop:
+    """The exception :func:`stop_to_wire` gave ``wire`` for."""
+    if wire["kind"] == "full":
+        return StorageFullError(wire["path"], wire["reason"], wire["errno"])
+    return ModelUnreachableError(wire["reason"])

@@ -18,8 +18,9 @@ A worker that exits before it reported every task of its share — it crashed, o
 killed — has those tasks run again once, in a new worker process (as a lost Ray worker's
 are); a second loss leaves them an ``error`` result saying so. Tasks with a result keep
 it, and the other workers carry on. A
-worker whose task found the disk full says so (``{"full": {...}}``) and ends; the
-driver then stops every worker and raises that :class:`~._errors.StorageFullError`.
+worker whose task met what stops a batch (a full disk, a model that cannot be reached)
+says so (``{"stopped": {...}}``) and ends; the driver then stops every worker and
+raises it (:data:`~._errors.BatchStop`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ import trio
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 
-from ._errors import StorageFullError
+from ._errors import (
+    BatchStop,
+    ModelUnreachableError,
+    StorageFullError,
+    stop_from_wire,
+    stop_to_wire,
+)
 from ._results import BatchResult
 from ._runner import (
     BatchSettings,
@@ -72,9 +79,8 @@ async def run_in_processes(
 
     ``on_lost`` is told of each started task whose worker died before its result (it
     starts again in a new worker, or gets an ``error``). ``on_phase`` is told that the
-    processes are starting (until a task starts). Raises
-    the first :class:`~._errors.StorageFullError` a worker reports, once every worker
-    has stopped.
+    processes are starting (until a task starts). Raises the first
+    :data:`~._errors.BatchStop` a worker reports, once every worker has stopped.
     """
     count = max(1, min(workers, len(tasks)))
     # The workers inherit this process's open-file limit: say once, here, if it is short.
@@ -82,13 +88,13 @@ async def run_in_processes(
     if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]
-    full: list[StorageFullError] = []
+    stops: list[BatchStop] = []
 
     async def drive(share: list[BatchTask], number: int) -> None:
         try:
             await _drive(share, _Worker(number, settings, emit, interrupt, on_start, on_lost))
-        except StorageFullError as exc:
-            full.append(exc)
+        except (StorageFullError, ModelUnreachableError) as exc:
+            stops.append(exc)
             nursery.cancel_scope.cancel()  # every other worker is told to stop
 
     with collapse_single():
@@ -96,8 +102,8 @@ async def run_in_processes(
             for number, share in enumerate(shares, start=1):
                 if share:
                     nursery.start_soon(drive, share, number)
-    if full:
-        raise full[0]
+    if stops:
+        raise stops[0]
 
 
 @final
@@ -193,8 +199,8 @@ async def _run_share(
                             started_ids.add(task.id)
                             if on_start is not None:
                                 on_start(task)
-                    elif "full" in event:
-                        raise StorageFullError(**event["full"])
+                    elif "stopped" in event:
+                        raise stop_from_wire(event["stopped"])
                     elif "result" in event:
                         result = BatchResult.from_json(event["result"])
                         if result.id in by_id and result.id not in reported:
@@ -276,9 +282,8 @@ async def _worker_main() -> None:
                     await run_tasks(
                         share, settings, emit=emit, interrupt=interrupt, on_start=on_start
                     )
-                except StorageFullError as exc:  # the driver stops the batch
-                    full = {"path": exc.path, "reason": exc.reason, "errno": exc.errno}
-                    send.send_nowait({"full": full})
+                except (StorageFullError, ModelUnreachableError) as exc:  # the driver stops
+                    send.send_nowait({"stopped": stop_to_wire(exc)})
             nursery.cancel_scope.cancel()
         send.close()
     with trio.CancelScope(shield=True):

@@ -50,7 +50,7 @@ from penguin._log import logger, warn
 from penguin.trace import DIR_MODE, FILE_MODE
 
 from ._atomic import write_atomically
-from ._errors import StorageFullError
+from ._errors import BatchStop, ModelUnreachableError, StorageFullError, stop_from_wire
 from ._ray_cluster import NAMESPACE, check_ray, connected
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._ray_worker import AGENT_FILES, BatchWorker
@@ -124,8 +124,8 @@ class RayDriver:
 
         ``on_phase`` is told what the batch is doing while no task runs: connecting to
         (or starting) the cluster, starting the workers, stopping a local cluster.
-        Raises the first :class:`~._errors.StorageFullError` a worker reports, once
-        every worker has stopped.
+        Raises the first :data:`~._errors.BatchStop` a worker reports, once every
+        worker has stopped.
         """
         say = on_phase if on_phase is not None else _say_nothing
         if not tasks:
@@ -162,13 +162,13 @@ class RayDriver:
                 on_lost=on_lost,
             )
             shares = [_Share(list(tasks[index::count])) for index in range(count)]
-            full: list[StorageFullError] = []
+            stops: list[BatchStop] = []
 
             async def drive(share: _Share, name: str) -> None:
                 try:
                     await self._drive(context, share, name)
-                except StorageFullError as exc:
-                    full.append(exc)
+                except (StorageFullError, ModelUnreachableError) as exc:
+                    stops.append(exc)
                     nursery.cancel_scope.cancel()  # the batch stops: _stop_all below
 
             try:
@@ -182,8 +182,8 @@ class RayDriver:
             finally:
                 with trio.CancelScope(shield=True):
                     await self._stop_all()
-            if full:
-                raise full[0]
+            if stops:
+                raise stops[0]
 
     async def _default_workers(self, tasks: int, concurrency: int) -> int:
         cpus = await self._call(self._cluster_cpus)
@@ -252,8 +252,8 @@ class RayDriver:
                     result = BatchResult.from_json(item["result"])
                     share.done.add(result.id)
                     await self._deliver(context, result, traces=item["traces"])
-                if report.get("full"):  # the run's _stop_all ends every worker
-                    raise StorageFullError(**report["full"])
+                if report.get("stopped"):  # the run's _stop_all ends every worker
+                    raise stop_from_wire(report["stopped"])
                 if report["finished"]:
                     break
             await self._call(lambda: ray.get(run_ref, timeout=POLL_TIMEOUT_S))

@@ -26,7 +26,7 @@ from penguin import config as cfg
 from penguin._log import warn
 
 from ._atomic import write_atomically
-from ._errors import StorageFullError
+from ._errors import ModelUnreachableError, StorageFullError, stop_to_wire
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks, settings_from_wire
@@ -96,9 +96,9 @@ class BatchWorker:
         """What started and finished since the last call, waiting up to ``wait_s`` for any.
 
         ``{"started": [id...], "results": [{"result": obj, "traces": [[rel, bytes]...]}],
-        "finished": bool, "failure": str | None, "full": {path, reason, errno} | None}``;
-        ``finished`` once ``run_share`` is done (and then this call holds everything it
-        produced); ``full`` once a task found its disk full (and the share stopped).
+        "finished": bool, "failure": str | None, "stopped": {...} | None}``; ``finished``
+        once ``run_share`` is done (and then this call holds everything it produced);
+        ``stopped`` once a task met what stops a batch (:func:`~._errors.stop_to_wire`).
         Once there is something to return it gathers for ``gather_s`` more (see
         :data:`GATHER_S`), unless the share finishes first.
         """
@@ -116,7 +116,7 @@ class BatchWorker:
                 "results": results,
                 "finished": loop.finished,
                 "failure": loop.failure,
-                "full": loop.full,
+                "stopped": loop.stopped_by,
             }
 
     def interrupt(self) -> None:
@@ -153,8 +153,8 @@ class _ShareLoop:
         self.results: list[dict[str, Any]] = []
         self.finished = False
         self.failure: str | None = None
-        self.full: dict[str, Any] | None = None
-        """A :class:`StorageFullError`'s fields, once a task found its disk full."""
+        self.stopped_by: dict[str, Any] | None = None
+        """What stopped the share, once a task met it (:func:`~._errors.stop_to_wire`)."""
         self.token: trio.lowlevel.TrioToken | None = None
         self.interrupt: trio.Event | None = None
         self.scope: trio.CancelScope | None = None
@@ -175,9 +175,9 @@ class _ShareLoop:
                 await run_tasks(
                     share, self.settings, emit=self.emit, interrupt=interrupt, on_start=self.start
                 )
-            except StorageFullError as exc:  # the driver stops the batch
+            except (StorageFullError, ModelUnreachableError) as exc:  # the driver stops
                 with self.ready:
-                    self.full = {"path": exc.path, "reason": exc.reason, "errno": exc.errno}
+                    self.stopped_by = stop_to_wire(exc)
 
     def start(self, task: BatchTask) -> None:
         with self.ready:

@@ -18,12 +18,13 @@ then says ``timeout`` or ``aborted``. Tasks that have not got a slot when the ba
 is interrupted do not start and get no result (``--resume`` runs them later).
 
 Whatever goes wrong with one task (a missing template, a workspace that is not a
-directory, no such model) is that task's ``error`` result; the batch goes on. Except a
-full disk (:func:`storage_full`): a task that cannot write its trace, session lock or
-workspace for want of space stops the batch with :class:`~._errors.StorageFullError`,
-the tasks still running hard-stopped and none of them given a result, since every task
-after it would fail the same way and a final result for each would keep ``--resume``
-from running them once there is room.
+directory, no such model) is that task's ``error`` result; the batch goes on. Except
+what is not the task's to fail on, which stops the batch, the tasks still running
+hard-stopped and none of them given a result (every task after it would fail the same
+way, and a final result for each would keep ``--resume`` from running them later): a
+full disk (:func:`storage_full`), where a task cannot write its trace, session lock or
+workspace (:class:`~._errors.StorageFullError`), and a model server that cannot be
+reached at all (:class:`~._errors.ModelUnreachableError`).
 
 The concurrency is what the process's open-file limit holds at most
 (:func:`within_open_files`): past it, tasks would fail wherever a descriptor ran out.
@@ -59,7 +60,7 @@ from penguin.approval import ApprovalMode, approver
 from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, ClosableLLM
 
-from ._errors import StorageFullError
+from ._errors import BatchStop, ModelUnreachableError, StorageFullError
 from ._options import check_options
 from ._results import BatchResult, TokenTotals, status_of_run
 from ._tasks import BatchTask
@@ -217,8 +218,9 @@ async def run_tasks(
     (unless its disk is full: see below).
 
     Raises :class:`~._errors.StorageFullError` (the first, alone) once a task finds its
-    disk full: the other running tasks are hard-stopped first (each session still ends
-    its processes), and neither they nor that task get a result.
+    disk full, and :class:`~._errors.ModelUnreachableError` once a task's model could
+    not be reached at all: the other running tasks are hard-stopped first (each session
+    still ends its processes), and neither they nor that task get a result.
     """
     check_options(concurrency=settings.concurrency)
     settings = await within_open_files(settings)
@@ -236,7 +238,7 @@ async def run_tasks(
     limiter = trio.CapacityLimiter(settings.concurrency)
     async with _ModelClients(agent) as clients:
         run = _TaskRunner(agent, settings, clients, interrupt)
-        full: list[StorageFullError] = []
+        stops: list[BatchStop] = []
 
         async def one(task: BatchTask, slot: object) -> None:
             try:
@@ -244,8 +246,8 @@ async def run_tasks(
                     on_start(task)
                 try:
                     result = await run.attempt(task)
-                except StorageFullError as exc:
-                    full.append(exc)
+                except (StorageFullError, ModelUnreachableError) as exc:
+                    stops.append(exc)
                     nursery.cancel_scope.cancel()  # the batch stops: every task would fail
                     return
                 except BaseException as exc:
@@ -265,8 +267,8 @@ async def run_tasks(
                         limiter.release_on_behalf_of(slot)
                         break
                     nursery.start_soon(one, task, slot)
-    if full:
-        raise full[0]
+    if stops:
+        raise stops[0]
 
 
 def _met_on_the_way_out(exc: BaseException) -> bool:
@@ -334,6 +336,8 @@ class _Tally:
     turns: int | None = None
     model_error: str | None = None
     """The last failed model request's message: what a timed-out task was waiting on."""
+    unreachable: bool = False
+    """The run failed because its model could not be reached at all."""
 
     def observe(self, message: om.OmniMessage[om.Payload]) -> None:
         if message.origin:
@@ -387,6 +391,8 @@ class _TaskRunner:
                 status="error",
                 error=str(exc) or type(exc).__name__,
             )
+        if tally.unreachable and stop.cause is None:  # the model's failure, not the task's
+            raise ModelUnreachableError(tally.run_error or "no connection")
         result = self._result(task, tally, started)
         if stop.cause is not None and result.status != "completed":
             if stop.cause == "timeout":
@@ -476,6 +482,7 @@ class _TaskRunner:
             tally.run_status = result.status
             tally.run_error = result.error_message
             tally.turns = result.turns
+            tally.unreachable = result.unreachable
             await session.flush_trace()
             if writer.failure is not None:  # the task's trace is not whole: it failed
                 full = storage_full(writer.failure, self.agent.paths.root)

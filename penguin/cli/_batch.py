@@ -40,7 +40,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final, TextIO, final
+from typing import Final, TextIO, TypeAlias, final
 
 import trio
 
@@ -73,8 +73,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  penguin batch tasks.jsonl -o results.jsonl --concurrency 32\n"
         "  penguin batch tasks.jsonl -o results.jsonl --resume        # after an interrupt\n"
         "  penguin batch tasks.jsonl -o results.jsonl --backend ray --workers 4\n"
-        "\nexit status: 0 every task ran, 1 bad usage, 3 stopped (results not written, or a\n"
-        "full disk), 130 interrupted"
+        "\nexit status: 0 every task ran, 1 bad usage, 3 stopped (results not written, a full\n"
+        "disk, the model not reachable), 130 interrupted"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("tasks", type=Path, metavar="TASKS.jsonl", help="the tasks, one per line")
@@ -251,28 +251,31 @@ async def _run(
 ) -> int:
     progress = batch.BatchProgress(total=len(tasks))
     display = ProgressDisplay(progress, sys.stderr, live=_is_terminal(sys.stderr))
-    refused: list[batch.ResultsWriteError | batch.StorageFullError] = []
+    refused: list[_Stop] = []
     try:
         with display.routing_logs(), _stopped_by(refused):
             await _stream_results(args, mode, tasks, results, controls, display, progress)
     finally:
         display.close(f"results: {args.output}")
     if refused:
-        once = (
-            "the results can be written"
-            if isinstance(refused[0], batch.ResultsWriteError)
-            else "there is room again"
-        )
         print(
             f"penguin batch: {refused[0]}; the batch stopped. Tasks without a result: "
-            f"{len(tasks) - _have_results(tasks, results)} (--resume runs them once {once})",
+            f"{len(tasks) - _have_results(tasks, results)} (--resume runs them once "
+            f"{_AGAIN[type(refused[0])]})",
             file=sys.stderr,
         )
-        return _STOPPED_BY_A_DISK
+        return _STOPPED
     return EXIT_CODES["aborted"] if controls.interrupt.is_set() else 0
 
 
-_STOPPED_BY_A_DISK: Final = 3
+_STOPPED: Final = 3
+_Stop: TypeAlias = batch.ResultsWriteError | batch.StorageFullError | batch.ModelUnreachableError
+_AGAIN: Final[dict[type[Exception], str]] = {
+    batch.ResultsWriteError: "the results can be written",
+    batch.StorageFullError: "there is room again",
+    batch.ModelUnreachableError: "the model can be reached again",
+}
+"""When ``--resume`` is worth running, by what stopped the batch."""
 
 
 def _have_results(tasks: list[batch.BatchTask], results: batch.ResultsFile) -> int:
@@ -280,15 +283,19 @@ def _have_results(tasks: list[batch.BatchTask], results: batch.ResultsFile) -> i
 
 
 @contextlib.contextmanager
-def _stopped_by(refused: list[batch.ResultsWriteError | batch.StorageFullError]) -> Iterator[None]:
-    """Catch what stops a batch (alone or in a group): a results write, or a full disk."""
+def _stopped_by(refused: list[_Stop]) -> Iterator[None]:
+    """Catch what stops a batch (alone or in a group): a results write, a disk, the model."""
     try:
         yield
-    except* (batch.ResultsWriteError, batch.StorageFullError) as group:
+    except* (
+        batch.ResultsWriteError,
+        batch.StorageFullError,
+        batch.ModelUnreachableError,
+    ) as group:
         first = group.exceptions[0]
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
-        assert isinstance(first, batch.ResultsWriteError | batch.StorageFullError)
+        assert isinstance(first, _Stop)
         refused.append(first)
 
 

@@ -346,6 +346,7 @@ class Engine:
                     status=end.outcome.status,
                     error_message=end.outcome.error_message,
                     turns=turns,
+                    unreachable=end.outcome.unreachable,
                 )
                 return await self._end_run(failed, emit)
             turns += 1

@@ -47,11 +47,17 @@ _BATCH_SIZE: Final = 64
 @final
 @attrs.frozen(kw_only=True)
 class RunResult:
-    """How a run ended: the status, the model's error when it failed, turns taken."""
+    """How a run ended: the status, the model's error when it failed, turns taken.
+
+    ``unreachable`` is True when the run failed because its model's server could not be
+    reached at all (connection refused, an unknown host), after the quick retries: a
+    failure of the server, not of the task, which a batch stops on.
+    """
 
     status: RunStatus
     error_message: str | None = None
     turns: int = 0
+    unreachable: bool = False
 
 
 @final

@@ -14,9 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from penguin import batch
+from penguin import config as cfg
 from penguin.batch import BatchResult
 from penguin.cli._batch import ProgressDisplay, _LinesAbove
 
@@ -213,3 +215,34 @@ async def test_21_2_a_sigkilled_batch_leaves_nothing_and_resume_runs_each_id_onc
     results = results_of(out)
     assert sorted(str(r["id"]) for r in results) == ids  # each id once
     assert {r["status"] for r in results} == {"completed"}
+
+
+@pytest.mark.parametrize("backend", [(), ("--workers", "2")], ids=["one-process", "workers"])
+async def test_20_a_model_that_cannot_be_reached_stops_the_batch_and_resume_finishes(
+    model: tuple[TaskScripts, Path], tmp_path: Path, backend: tuple[str, ...]
+) -> None:
+    scripts, root = model
+    ids = [f"t{n}" for n in range(8)]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    args = ("batch", str(tasks), "-o", str(out), "--root", str(root), *backend)
+    live = cfg.load_project_config(cfg.AgentPaths(root).project_config)
+    configure_model(root, "http://127.0.0.1:9/v1")  # nothing listens there
+    done = await penguin(*args, cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    assert stderr.endswith(
+        "penguin batch: the model cannot be reached: cannot connect to http://127.0.0.1:9/v1"
+        " (Connection refused); the batch stopped. Tasks without a result: 8 (--resume runs"
+        " them once the model can be reached again)\n"
+    ), stderr
+    assert "Traceback" not in stderr
+    assert out.read_bytes() == b""  # no task was given a timeout for the server's fault
+
+    cfg.save_project_config(cfg.AgentPaths(root).project_config, live)  # the model is back
+    done = await penguin(*args, "--resume", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)
+    assert sorted(str(r["id"]) for r in results) == ids  # each id once
+    assert {r["status"] for r in results} == {"completed"}
+    assert sorted(scripts.asked()) == ids

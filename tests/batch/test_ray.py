@@ -526,6 +526,25 @@ async def test_21_4_a_full_data_disk_stops_a_ray_batch_and_resume_finishes(
     assert {r["status"] for r in results.values()} == {"completed"}
 
 
+async def test_20_a_model_that_cannot_be_reached_stops_a_ray_batch(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    configure_model(root, "http://127.0.0.1:9/v1")  # nothing listens there
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(f"t{n}") for n in range(6)])
+    out = tmp_path / "results.jsonl"
+    flags = ["--backend", "ray", "--ray-address", cluster.address, "--workers", "2"]
+    done = await batch(tasks, out, *flags, "--root", str(root), env=cluster.env, cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    assert (
+        "penguin batch: the model cannot be reached: cannot connect to http://127.0.0.1:9/v1"
+        " (Connection refused); the batch stopped. Tasks without a result: 6"
+    ) in stderr
+    assert "Traceback" not in stderr
+    assert out.read_bytes() == b""
+
+
 @pytest.fixture
 def run_temp() -> Iterator[Path]:
     """A temporary directory short enough for Ray's socket paths (pytest's are long)."""

@@ -80,7 +80,7 @@ def test_b2_4_a_poll_with_nothing_to_report_waits_only_its_wait(tmp_path: Path) 
         "results": [],
         "finished": False,
         "failure": None,
-        "full": None,
+        "stopped": None,
     }
     assert time.monotonic() - began < 15
     assert 0 < GATHER_S <= 0.25  # a result still reaches the driver as its task ends

@@ -395,3 +395,35 @@ def test_21_4_a_full_disk_is_told_from_other_write_failures() -> None:
     assert storage_full(OSError(errno.EFBIG, "File too large", "/data/t"), where) is None
     assert storage_full(OSError(errno.EMFILE, "Too many open files"), where) is None
     assert storage_full(ValueError("no"), where) is None
+
+
+async def test_20_a_model_server_gone_mid_batch_stops_it_with_model_unreachable(
+    tmp_path: Path,
+) -> None:
+    scripts = TaskScripts()
+    root = tmp_path / "root"
+    stop, closed = trio.Event(), trio.Event()
+
+    async def serve(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        async with t.serve_openai_compatible(scripts) as server:
+            task_status.started(server.base_url)
+            await stop.wait()
+        closed.set()  # the listener and every connection are closed
+
+    got: list[BatchResult] = []
+    async with trio.open_nursery() as nursery:
+        configure_model(root, await nursery.start(serve))
+
+        async def consume() -> None:
+            async with run_batch([task(f"t{n}") for n in range(6)], root=root, concurrency=1) as s:
+                async for result in s:
+                    got.append(result)
+                    if len(got) == 2:
+                        stop.set()
+                        await closed.wait()
+
+        with pytest.raises(batch.ModelUnreachableError) as raised:
+            await consume()
+    assert [(r.id, r.status) for r in got] == [("t0", "completed"), ("t1", "completed")]
+    assert str(raised.value).startswith("the model cannot be reached: cannot connect to http")
+    assert str(raised.value).endswith("(Connection refused)")

@@ -47,6 +47,7 @@ async def test_18_3_an_unreachable_server_is_tried_twice_more_within_2_s_then_th
         seen, result = await run_task(h.engine, "hi")
     assert [t - start for t in times] == [0, 0.5, 2]
     assert (result.status, result.error_message) == ("timeout", REFUSED)
+    assert result.unreachable  # the server's failure, not the task's: a batch stops on it
     assert [(e.attempt, e.retry_in_ms, e.error_message) for e in request_ends(seen)] == [
         (1, 500, REFUSED),
         (2, 1500, REFUSED),
@@ -82,6 +83,16 @@ async def test_18_3_a_server_error_keeps_the_ladder(
     assert result.status == "completed"
     assert [t - start for t in times] == [0, 2, 6]
     assert [e.error_message for e in request_ends(seen)][:2] == ["server error 500: boom"] * 2
+
+
+async def test_18_3_a_run_that_fails_on_the_ladder_was_not_unreachable(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    broken = turn(error("timeout", "server error 500: boom"))
+    async with open_harness(tmp_path, ScriptedLLM([broken] * 6)) as h:
+        _, result = await run_task(h.engine, "hi")
+    assert (result.status, result.error_message) == ("timeout", "server error 500: boom")
+    assert not result.unreachable  # the server answered: the task's own result
 
 
 def test_18_3_the_policy_picks_the_waits_from_the_outcome() -> None:
