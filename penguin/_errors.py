@@ -53,6 +53,8 @@ holds only the root and the one class of ``penguin.agent``::
           ├── BatchOptionError               (ValueError) a batch cannot run with these options
           ├── BackendUnavailableError        (RuntimeError) ray is not installed, or unusable
           ├── ResultsWriteError              (OSError) a result line could not be written whole
+          ├── StorageFullError               (OSError) a task found its disk full: the batch stops
+          ├── ModelUnreachableError          (RuntimeError) a task's model cannot be reached: stops
           │  penguin.server (server/_errors.py)
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body
