@@ -2,8 +2,9 @@
 
 The server answers 429 with ``Retry-After``, then 500, then the answer: the session
 waits what the server asked for, then the ladder's wait, and every ``request_end`` says
-what happened. A batch task whose model is not there gets the same words in its
-result's ``error``.
+what happened. A batch whose model is not there says the same words as it stops (a
+server that cannot be reached is not a task's result: issue 20's trials, where a model
+server gone mid-batch turned every task left into a final ``timeout``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 import trio
 
 import penguin
@@ -54,21 +56,27 @@ async def test_18_3_a_session_honours_retry_after_then_keeps_the_ladder(tmp_path
     assert arrived[1] - arrived[0] >= 1.0  # the server's wait, not the ladder's 0.1 s
 
 
-async def test_18_3_a_batch_result_says_cannot_connect(tmp_path: Path) -> None:
+async def test_18_3_a_batch_stopped_by_its_model_says_cannot_connect(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     base_url = f"http://127.0.0.1:{port}/v1"
     root = tmp_path / "root"
     configure(root, base_url)
-    tasks = [batch.BatchTask(id="down", prompt="hi")]
-    async with batch.run_batch(tasks, root=root) as results:
-        [result] = [r async for r in results]
-    assert (result.status, result.error) == (
-        "timeout",
-        f"cannot connect to {base_url} (Connection refused)",
-    )
-    assert result.wall_s < 5
+    tasks = [batch.BatchTask(id="down", prompt="hi"), batch.BatchTask(id="next", prompt="hi")]
+    got: list[batch.BatchResult] = []
+
+    async def run() -> None:
+        async with batch.run_batch(tasks, root=root, concurrency=1) as results:
+            got.extend([r async for r in results])
+
+    began = trio.current_time()
+    with pytest.raises(batch.ModelUnreachableError) as raised:
+        await run()
+    assert raised.value.reason == f"cannot connect to {base_url} (Connection refused)"
+    assert str(raised.value) == f"the model cannot be reached: {raised.value.reason}"
+    assert trio.current_time() - began < 5  # twice more within 2 s, then the stop
+    assert got == []  # neither task got a result: --resume runs both
 
 
 async def test_18_3_a_timed_out_batch_task_names_the_last_model_error(tmp_path: Path) -> None:
