@@ -135,10 +135,12 @@ async def test_21_4_a_batch_whose_data_disk_fills_stops_and_resume_finishes(
         scripts.scripts[task_id] = [text_reply(f"done {task_id} " + "y" * 120_000)]
     tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
     out = tmp_path / "results.jsonl"  # the results have room; the traces do not
-    with tmpfs(tmp_path / "disk") as disk:
+    # 4 MiB: once the filler goes, room for all twelve traces (143 KB each) and what the
+    # first run left, with a margin; until then, room for about four.
+    with tmpfs(tmp_path / "disk", size="4m") as disk:
         root = disk / "root"
         configure_model(root, base_url)
-        filler = fill(disk, leave=600_000)  # room for about four traces
+        filler = fill(disk, leave=600_000)
         args = ("batch", str(tasks), "-o", str(out), "--root", str(root), "--concurrency", "2")
         done = await penguin(*args, *backend, cwd=tmp_path)
         stderr = done.stderr.decode()
