@@ -19,8 +19,8 @@ quota (:class:`StorageFullError`: every task after it would fail the same way, a
 final result for each would keep ``--resume`` from running them once there is room).
 A model server that cannot be reached at all stops it for the same reason
 (:class:`ModelUnreachableError`): its failure is not the task's. :data:`BatchStop` is
-either of those two, and :func:`stop_to_wire` / :func:`stop_from_wire` carry one from a
-worker process to the driver.
+either of those two (:data:`BATCH_STOPS` for an ``except``), and :func:`stop_to_wire` /
+:func:`stop_from_wire` carry one from a worker process to the driver.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeAlias, final
+from typing import Any, Final, TypeAlias, final
 
 from penguin._errors import PenguinError
 
 __all__ = [
+    "BATCH_STOPS",
     "BackendUnavailableError",
     "BatchOptionError",
     "BatchStop",
@@ -159,6 +160,8 @@ class ModelUnreachableError(PenguinError, RuntimeError):
 BatchStop: TypeAlias = StorageFullError | ModelUnreachableError
 """What a task meets that stops the whole batch (the results file's own failure,
 :class:`ResultsWriteError`, is met where the results are written instead)."""
+BATCH_STOPS: Final = (StorageFullError, ModelUnreachableError)
+""":data:`BatchStop`'s classes, to catch."""
 
 
 def stop_to_wire(stop: BatchStop) -> dict[str, Any]:

@@ -40,16 +40,11 @@ import trio
 from penguin._concurrency import collapse_single
 from penguin._log import warn
 
-from ._errors import (
-    BatchStop,
-    ModelUnreachableError,
-    StorageFullError,
-    stop_from_wire,
-    stop_to_wire,
-)
+from ._errors import BATCH_STOPS, stop_from_wire, stop_to_wire
 from ._results import BatchResult
 from ._runner import (
     BatchSettings,
+    FirstStop,
     error_result,
     run_tasks,
     settings_from_wire,
@@ -88,22 +83,20 @@ async def run_in_processes(
     if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]
-    stops: list[BatchStop] = []
+    stops = FirstStop()
 
     async def drive(share: list[BatchTask], number: int) -> None:
         try:
             await _drive(share, _Worker(number, settings, emit, interrupt, on_start, on_lost))
-        except (StorageFullError, ModelUnreachableError) as exc:
-            stops.append(exc)
-            nursery.cancel_scope.cancel()  # every other worker is told to stop
+        except BATCH_STOPS as exc:
+            stops.met(exc, nursery)  # every other worker is told to stop
 
     with collapse_single():
         async with trio.open_nursery() as nursery:
             for number, share in enumerate(shares, start=1):
                 if share:
                     nursery.start_soon(drive, share, number)
-    if stops:
-        raise stops[0]
+    stops.raise_it()
 
 
 @final
@@ -282,7 +275,7 @@ async def _worker_main() -> None:
                     await run_tasks(
                         share, settings, emit=emit, interrupt=interrupt, on_start=on_start
                     )
-                except (StorageFullError, ModelUnreachableError) as exc:  # the driver stops
+                except BATCH_STOPS as exc:  # the driver stops the batch
                     send.send_nowait({"stopped": stop_to_wire(exc)})
             nursery.cancel_scope.cancel()
         send.close()

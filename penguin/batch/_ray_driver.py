@@ -50,12 +50,12 @@ from penguin._log import logger, warn
 from penguin.trace import DIR_MODE, FILE_MODE
 
 from ._atomic import write_atomically
-from ._errors import BatchStop, ModelUnreachableError, StorageFullError, stop_from_wire
+from ._errors import BATCH_STOPS, stop_from_wire
 from ._ray_cluster import NAMESPACE, check_ray, connected
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._ray_worker import AGENT_FILES, BatchWorker
 from ._results import BatchResult
-from ._runner import BatchSettings, error_result, settings_to_wire
+from ._runner import BatchSettings, FirstStop, error_result, settings_to_wire
 from ._tasks import BatchTask
 
 __all__ = ["POLL_TIMEOUT_S", "POLL_WAIT_S", "RayDriver", "read_agent_files"]
@@ -162,14 +162,13 @@ class RayDriver:
                 on_lost=on_lost,
             )
             shares = [_Share(list(tasks[index::count])) for index in range(count)]
-            stops: list[BatchStop] = []
+            stops = FirstStop()
 
             async def drive(share: _Share, name: str) -> None:
                 try:
                     await self._drive(context, share, name)
-                except (StorageFullError, ModelUnreachableError) as exc:
-                    stops.append(exc)
-                    nursery.cancel_scope.cancel()  # the batch stops: _stop_all below
+                except BATCH_STOPS as exc:
+                    stops.met(exc, nursery)  # the batch stops: _stop_all below
 
             try:
                 with collapse_single():
@@ -182,8 +181,7 @@ class RayDriver:
             finally:
                 with trio.CancelScope(shield=True):
                     await self._stop_all()
-            if stops:
-                raise stops[0]
+            stops.raise_it()
 
     async def _default_workers(self, tasks: int, concurrency: int) -> int:
         cpus = await self._call(self._cluster_cpus)

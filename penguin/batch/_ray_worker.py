@@ -26,7 +26,7 @@ from penguin import config as cfg
 from penguin._log import warn
 
 from ._atomic import write_atomically
-from ._errors import ModelUnreachableError, StorageFullError, stop_to_wire
+from ._errors import BATCH_STOPS, stop_to_wire
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._results import BatchResult
 from ._runner import BatchSettings, run_tasks, settings_from_wire
@@ -175,7 +175,7 @@ class _ShareLoop:
                 await run_tasks(
                     share, self.settings, emit=self.emit, interrupt=interrupt, on_start=self.start
                 )
-            except (StorageFullError, ModelUnreachableError) as exc:  # the driver stops
+            except BATCH_STOPS as exc:  # the driver stops the batch
                 with self.ready:
                     self.stopped_by = stop_to_wire(exc)
 

@@ -60,7 +60,7 @@ from penguin.approval import ApprovalMode, approver
 from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, ClosableLLM
 
-from ._errors import BatchStop, ModelUnreachableError, StorageFullError
+from ._errors import BATCH_STOPS, BatchStop, ModelUnreachableError, StorageFullError
 from ._options import check_options
 from ._results import BatchResult, TokenTotals, status_of_run
 from ._tasks import BatchTask
@@ -68,6 +68,7 @@ from ._tasks import BatchTask
 __all__ = [
     "HARD_STOP_GRACE_S",
     "BatchSettings",
+    "FirstStop",
     "TaskStop",
     "error_result",
     "run_tasks",
@@ -193,6 +194,32 @@ def storage_full(exc: BaseException, where: Path) -> StorageFullError | None:
     return None
 
 
+@final
+class FirstStop:
+    """The first :data:`~._errors.BatchStop` that the tasks of one nursery meet.
+
+    Meeting one cancels the nursery (every other task, or every other worker, stops);
+    :meth:`raise_it` raises the first once the nursery is done, alone, whatever the
+    others met in the meantime.
+    """
+
+    __slots__ = ("_first",)
+
+    def __init__(self) -> None:
+        self._first: BatchStop | None = None
+
+    def met(self, stop: BatchStop, nursery: trio.Nursery) -> None:
+        """``stop`` was met: keep it if it is the first, and stop ``nursery``."""
+        if self._first is None:
+            self._first = stop
+        nursery.cancel_scope.cancel()
+
+    def raise_it(self) -> None:
+        """Raise the first stop met, if any."""
+        if self._first is not None:
+            raise self._first
+
+
 def error_result(task: BatchTask, reason: str) -> BatchResult:
     """The result of a task penguin could not run: ``status: "error"``, ``reason`` why."""
     return BatchResult(id=task.id, status="error", error=reason, metadata=task.metadata)
@@ -238,7 +265,7 @@ async def run_tasks(
     limiter = trio.CapacityLimiter(settings.concurrency)
     async with _ModelClients(agent) as clients:
         run = _TaskRunner(agent, settings, clients, interrupt)
-        stops: list[BatchStop] = []
+        stops = FirstStop()
 
         async def one(task: BatchTask, slot: object) -> None:
             try:
@@ -246,9 +273,8 @@ async def run_tasks(
                     on_start(task)
                 try:
                     result = await run.attempt(task)
-                except (StorageFullError, ModelUnreachableError) as exc:
-                    stops.append(exc)
-                    nursery.cancel_scope.cancel()  # the batch stops: every task would fail
+                except BATCH_STOPS as exc:
+                    stops.met(exc, nursery)  # the batch stops: every task would fail
                     return
                 except BaseException as exc:
                     if _met_on_the_way_out(exc):
@@ -267,8 +293,7 @@ async def run_tasks(
                         limiter.release_on_behalf_of(slot)
                         break
                     nursery.start_soon(one, task, slot)
-    if stops:
-        raise stops[0]
+    stops.raise_it()
 
 
 def _met_on_the_way_out(exc: BaseException) -> bool:

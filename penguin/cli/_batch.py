@@ -287,11 +287,7 @@ def _stopped_by(refused: list[_Stop]) -> Iterator[None]:
     """Catch what stops a batch (alone or in a group): a results write, a disk, the model."""
     try:
         yield
-    except* (
-        batch.ResultsWriteError,
-        batch.StorageFullError,
-        batch.ModelUnreachableError,
-    ) as group:
+    except* tuple(_AGAIN) as group:
         first = group.exceptions[0]
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
