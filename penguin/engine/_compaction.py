@@ -28,7 +28,7 @@ from penguin.llm import LLM, LLMOutcome, LLMRequest
 from ._ledger import Ledger
 from ._markers import context_summary_text, extract_summary, transcript_lines
 from ._reconnect import ReconnectPolicy, end_request, usage_record, wait_to_retry
-from ._stream import Outlet
+from ._stream import Outlet, RunResult
 
 __all__ = ["DEFAULT_COMPACTION_PROMPT", "Compaction", "CompactionSettings", "compaction_reason"]
 
@@ -87,6 +87,7 @@ class _Summary:
     status: om.StopReason = "failed"
     attempt: int = 1
     error_message: str | None = None
+    unreachable: bool = False
 
 
 @final
@@ -111,8 +112,12 @@ class Compaction:
 
     async def run(
         self, reason: om.CompactionReason, mode: om.CompactionMode, interrupt: trio.Event
-    ) -> tuple[om.StopReason, str | None]:
-        """Replace the context; ``completed`` on success, else the context is kept."""
+    ) -> RunResult:
+        """Replace the context; ``completed`` on success, else the context is kept.
+
+        The result's ``unreachable`` says a summary request found the model's server
+        unreachable, as a turn's does (``turns`` is left to the caller).
+        """
         ledger, emit = self.ledger, self.emit
         await emit(om.compaction_begin(reason, mode, ledger.last_request_total, ledger.turns))
         ended = False
@@ -139,7 +144,11 @@ class Compaction:
                 )
                 await emit(failed)
                 ended = True
-                return result.status, result.error_message
+                return RunResult(
+                    status=result.status,
+                    error_message=result.error_message,
+                    unreachable=result.unreachable,
+                )
             # The new context exists once these are recorded, whether or not the
             # stream still takes them: record first, then stream.
             self.rotate()
@@ -152,7 +161,7 @@ class Compaction:
             self.record(summary)
             await emit.stream_only(closing)
             await emit.stream_only(summary)
-            return "completed", None
+            return RunResult(status="completed")
         finally:
             if not ended:  # a hard stop: the trace must not stay inside the compaction
                 self.record(om.compaction_end(reason, mode, "aborted"))
@@ -205,7 +214,12 @@ class Compaction:
             if end.retry_in is None:
                 status = "failed" if outcome.status == "completed" else outcome.status
                 error = outcome.error_message or "the reply was not a usable summary"
-                return _Summary(status=status, attempt=attempt, error_message=error)
+                return _Summary(
+                    status=status,
+                    attempt=attempt,
+                    error_message=error,
+                    unreachable=outcome.unreachable,
+                )
             if not await wait_to_retry(end.retry_in, interrupt):
                 return _Summary(status="aborted", attempt=attempt)
 

@@ -223,8 +223,7 @@ class Engine:
 
         async def drive(emit: Outlet) -> RunResult:
             self._close_open_compaction()
-            status, error = await self._compact("manual", chosen, event, emit)
-            return RunResult(status=status, error_message=error)
+            return await self._compact("manual", chosen, event, emit)
 
         async with self._live(drive, "cannot compact while a run is live") as s:
             yield s
@@ -554,10 +553,10 @@ class Engine:
         reason = compaction_reason(self.compaction, self.ledger)
         if reason is None or self.compaction is None or interrupt.is_set():
             return None
-        status, error = await self._compact(reason, self.compaction.mode, interrupt, emit)
-        if status == "completed":
+        result = await self._compact(reason, self.compaction.mode, interrupt, emit)
+        if result.status == "completed":
             return None
-        return RunResult(status=status, error_message=error, turns=turns)
+        return attrs.evolve(result, turns=turns)
 
     async def _compact(
         self,
@@ -565,7 +564,7 @@ class Engine:
         mode: om.CompactionMode,
         interrupt: trio.Event,
         emit: Outlet,
-    ) -> tuple[om.StopReason, str | None]:
+    ) -> RunResult:
         """Replace the context (:class:`~._compaction.Compaction`); ``completed`` on success."""
         compaction = Compaction(
             llm=self.llm,

@@ -114,6 +114,34 @@ async def test_compaction_by_turns_counts_the_turns_of_the_context(
     assert texts(llm.requests[3].messages) == [summary_text("two probes done")]
 
 
+REFUSED = "cannot connect to http://127.0.0.1:9/v1 (Connection refused)"
+
+
+async def test_18_3_a_summary_request_that_finds_the_model_unreachable_says_so(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The run ends as a turn's request would have ended it: the server's failure (a
+    # batch stops on it), not the task's.
+    settings = CompactionSettings(max_context_length=100)
+    down = turn(error("timeout", REFUSED, unreachable=True))
+    llm = ScriptedLLM([turn(tool_call("probe", {}, "c1"), usage(total=500)), *([down] * 3)])
+    async with open_harness(tmp_path, llm, compaction=settings) as h:
+        seen, result = await run_task(h.engine, "go", approve=allow_all)
+        assert h.engine.ledger.awaiting == ["c1"]
+    assert (result.status, result.error_message, result.turns) == ("timeout", REFUSED, 1)
+    assert result.unreachable
+    (end,) = events(seen, om.CompactionEndPayload)
+    assert isinstance(end, om.CompactionEndPayload)
+    assert (end.status, end.attempt) == ("timeout", 3)  # tried twice more, as a turn is
+    (tmp_path / "manual" / "workspace").mkdir(parents=True)
+    async with (
+        open_harness(tmp_path / "manual", ScriptedLLM([down] * 3)) as h,
+        h.engine.compact() as stream,
+    ):
+        [message async for message in stream]
+    assert (stream.result.status, stream.result.unreachable) == ("timeout", True)
+
+
 async def test_manual_compaction_between_runs(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
