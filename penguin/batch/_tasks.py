@@ -8,14 +8,17 @@ reported, in line order (one error carries them all), and a task file is accepte
 whole or not at all: a batch never starts on half a file.
 
 Relative ``workspace`` and ``template`` paths are read relative to the task file's
-directory, so a data set and its templates can move together.
+directory, so a data set and its templates can move together (tasks read from standard
+input: the working directory).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, final
@@ -51,6 +54,9 @@ TASK_FIELDS: Final = (
     "sandbox",
 )
 """The keys a task line may have, in the spec's order (B1.1)."""
+
+_STDIN: Final = "-"
+"""The task file name that means standard input (:func:`load_tasks`)."""
 
 UNATTENDED_MODES: Final[tuple[ApprovalMode, ...]] = ("allow-all", "deny-all")
 """The approval modes a batch runs with: nobody is there to answer a question."""
@@ -200,16 +206,18 @@ def parse_tasks(text: str, *, path: Path | None = None) -> list[BatchTask]:
     to ``path``'s directory (the working directory when ``path`` is None). Ids must be
     unique.
     """
-    tasks, _, problems = _parse(text, path)
+    tasks, _, problems = _parse(text, path, path.parent if path is not None else None)
     _raise_problems(problems, path)
     return tasks
 
 
 def _parse(
-    text: str, path: Path | None
+    text: str, path: Path | None, base: Path | None
 ) -> tuple[list[BatchTask], list[int], list[tuple[int, str]]]:
-    """The valid tasks, their line numbers, and every problem as (line, reason)."""
-    base = path.parent if path is not None else None
+    """The valid tasks, their line numbers, and every problem as (line, reason).
+
+    ``path`` names the file in complaints; relative paths in it start at ``base``.
+    """
     tasks: list[BatchTask] = []
     lines: list[int] = []
     problems: list[tuple[int, str]] = []
@@ -289,18 +297,41 @@ def check_task_paths(
 def load_tasks(path: str | os.PathLike[str], *, check_paths: bool = True) -> list[BatchTask]:
     """The tasks of the JSON Lines file ``path`` (spec B1.1), validated whole.
 
-    Raises :class:`TaskFileError` naming every bad line, in line order: bad JSON, a
-    missing or mistyped field, an unknown field, a duplicate id, an approval mode a
-    batch cannot use, or (``check_paths``) a ``workspace`` or ``template`` that is not
-    a directory. ``OSError`` when the file cannot be read.
+    The file is UTF-8 (a byte order mark at its start is allowed, as RFC 8259 allows
+    it). ``"-"`` reads standard input to its end instead: its relative paths start at
+    the working directory, and its complaints name it ``<stdin>``.
+
+    Raises :class:`TaskFileError` naming every bad line, in line order: bytes that are
+    not UTF-8, bad JSON, a missing or mistyped field, an unknown field, a duplicate id,
+    an approval mode a batch cannot use, or (``check_paths``) a ``workspace`` or
+    ``template`` that is not a directory. ``OSError`` when the file cannot be read.
     """
-    file = Path(path)
-    text = file.read_text(encoding="utf-8")
-    tasks, numbers, problems = _parse(text, file)
+    if os.fspath(path) == _STDIN:
+        file, base = Path("<stdin>"), Path.cwd()
+        data = sys.stdin.buffer.read()
+    else:
+        file = Path(path)
+        base = file.parent
+        data = file.read_bytes()
+    text = _decoded(data, file)
+    tasks, numbers, problems = _parse(text, file, base)
     if check_paths:
         problems.extend(_path_problems(tasks, numbers))
     _raise_problems(problems, file)
     return tasks
+
+
+def _decoded(data: bytes, path: Path) -> str:
+    """A task file's text; :class:`TaskFileError` at the first byte that is not UTF-8."""
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[start:].decode("utf-8")
+    except UnicodeDecodeError as error:
+        at = start + error.start
+        line_start = data.rfind(b"\n", 0, at) + 1
+        line = data.count(b"\n", 0, at) + 1
+        reason = f"not valid UTF-8 (byte 0x{data[at]:02x} at column {at - line_start + 1})"
+        raise TaskFileError(path, line, reason) from None
 
 
 def _raise_problems(problems: list[tuple[int, str]], path: Path | None) -> None:

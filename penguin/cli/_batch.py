@@ -73,11 +73,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  penguin batch tasks.jsonl -o results.jsonl --concurrency 32\n"
         "  penguin batch tasks.jsonl -o results.jsonl --resume        # after an interrupt\n"
         "  penguin batch tasks.jsonl -o results.jsonl --backend ray --workers 4\n"
+        "  jq -c '.[]' tasks.json | penguin batch - -o results.jsonl\n"
         "\nexit status: 0 every task ran, 1 bad usage, 3 stopped (results not written, a full\n"
         "disk, the model not reachable), 130 interrupted"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("tasks", type=Path, metavar="TASKS.jsonl", help="the tasks, one per line")
+    parser.add_argument(
+        "tasks",
+        type=Path,
+        metavar="TASKS.jsonl",
+        help="the tasks, one per line (-: standard input)",
+    )
     parser.add_argument(
         "-o",
         "--output",
@@ -158,6 +164,11 @@ def _main(args: argparse.Namespace) -> int:
     except (ApprovalModeError, batch.BackendUnavailableError) as exc:
         return _fail(exc)
     remote = args.backend == "ray" and args.ray_address is not None
+    if str(args.tasks) == "-" and sys.stdin.isatty():
+        print(
+            "penguin batch: reading the tasks from standard input (end with Ctrl-D)",
+            file=sys.stderr,
+        )
     try:
         tasks = batch.load_tasks(args.tasks, check_paths=not remote)
     except batch.TaskFileError as exc:

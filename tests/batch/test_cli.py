@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import pexpect
 import pytest
 import trio
 
@@ -141,6 +142,73 @@ async def test_b2_3_without_a_terminal_each_finished_task_gets_a_line(
     assert list(results["a"]) == SPEC_KEYS
     assert results["a"]["metadata"] == {"n": 1}
     assert results["a"]["final_text"] == "done a"
+
+
+async def test_b1_1_dash_reads_the_tasks_from_standard_input(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    _, root = model
+    (tmp_path / "here").mkdir()
+    out = tmp_path / "results.jsonl"
+    piped = "".join(f"{line}\n" for line in (task_line("a"), task_line("b", workspace="here")))
+    done = await trio.run_process(
+        [*PENGUIN, "batch", "-", "-o", str(out), "--root", str(root)],
+        cwd=tmp_path,
+        stdin=piped.encode(),
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    results = {r["id"]: r for r in results_of(out)}
+    assert {k: r["status"] for k, r in results.items()} == {"a": "completed", "b": "completed"}
+    assert results["b"]["workspace"] == str(tmp_path / "here")  # from the working directory
+    bad = await trio.run_process(
+        [*PENGUIN, "batch", "-", "-o", str(tmp_path / "other.jsonl"), "--root", str(root)],
+        cwd=tmp_path,
+        stdin=b'{"id": "c", "prompt": "x", "template": "nope"}\n',
+        capture_stderr=True,
+        check=False,
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.decode() == (
+        f'penguin batch: <stdin>:1: template "{tmp_path / "nope"}" does not exist\n'
+    )
+
+
+async def test_b1_1_dash_on_a_terminal_says_it_waits_for_the_tasks(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    _, root = model
+    out = tmp_path / "results.jsonl"
+
+    def type_them() -> tuple[str, int]:
+        argv = [*PENGUIN[1:], "batch", "-", "-o", str(out), "--root", str(root)]
+        child = pexpect.spawn(PENGUIN[0], argv, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+        try:
+            child.expect_exact("reading the tasks from standard input (end with Ctrl-D)")
+            child.sendline(task_line("typed"))
+            child.sendeof()
+            child.expect(pexpect.EOF)
+            return str(child.before), child.wait()
+        finally:
+            child.close(force=True)
+
+    shown, code = await trio.to_thread.run_sync(type_them)
+    assert code == 0, shown
+    assert "1/1 tasks in" in shown
+    assert [r["id"] for r in results_of(out)] == ["typed"]
+
+
+async def test_b1_1_a_task_file_that_is_not_utf_8_is_bad_usage(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(b'{"id": "a", "prompt": "na\xefve"}\n')
+    done = await penguin("batch", str(tasks), "-o", "out.jsonl", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"penguin batch: {tasks}:1: not valid UTF-8 (byte 0xef at column 26)\n"
+    )
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 async def test_b1_3_resume_runs_only_the_tasks_without_a_result(

@@ -119,6 +119,25 @@ def test_b1_1_a_missing_template_or_workspace_names_its_line(tmp_path: Path) -> 
     assert load_tasks(path, check_paths=False)[0].workspace == tmp_path / "file"
 
 
+def test_b1_1_bytes_that_are_not_utf_8_name_their_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(b'{"id": "a", "prompt": "x"}\n\n{"id": "b", "prompt": "caf\xe9"}\n')
+    with pytest.raises(TaskFileError) as caught:
+        load_tasks(path)
+    assert str(caught.value) == f"{path}:3: not valid UTF-8 (byte 0xe9 at column 27)"
+    assert isinstance(caught.value, ValueError)  # what a caller of load_tasks catches
+
+
+def test_b1_1_a_byte_order_mark_at_the_start_is_allowed(tmp_path: Path) -> None:
+    # RFC 8259 lets a parser ignore it; editors on Windows write one.
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + lines({"id": "a", "prompt": "x"}).encode())
+    assert [task.id for task in load_tasks(path)] == ["a"]
+    path.write_bytes(b"\xef\xbb\xbf\xff\n")
+    with pytest.raises(TaskFileError, match=r":1: not valid UTF-8 \(byte 0xff at column 4\)$"):
+        load_tasks(path)
+
+
 def test_b1_1_tasks_from_python_are_checked_too() -> None:
     tasks = [BatchTask(id="a", prompt="x"), BatchTask(id="a", prompt="y")]
     with pytest.raises(TaskFileError, match=r"^task 2: duplicate id 'a' \(first used on task 1\)"):
