@@ -12,14 +12,18 @@ cluster, its workers, stopping them): the *phase*, shown at the end of the line.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from typing import final
+from typing import Final, final
 
 import attrs
 
 from ._results import BatchResult
 
 __all__ = ["BatchProgress", "format_duration"]
+
+_BREAKS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 @final
@@ -104,13 +108,16 @@ class BatchProgress:
         far; results that arrive together are shown one by one after the count).
         """
         place = self.done if number is None else number
-        head = f"[{place}/{self.total}] {result.id} {result.status} in {result.wall_s:.1f} s"
+        head = (
+            f"[{place}/{self.total}] {_one_line(result.id)} {result.status}"
+            f" in {result.wall_s:.1f} s"
+        )
         turns, calls = result.turns, result.tool_calls
         detail = (
             f"{turns} turn{'' if turns == 1 else 's'}, {calls} tool call{'' if calls == 1 else 's'}"
         )
         if result.error and result.status != "completed":
-            detail += f"; {result.error}"
+            detail += f"; {_one_line(result.error)}"
         return f"{head} ({detail})"
 
     def summary(self, now: float) -> str:
@@ -120,6 +127,19 @@ class BatchProgress:
         return f"{self.done}/{self.total} tasks in {format_duration(took)}" + (
             f": {counts}" if counts else ""
         )
+
+
+def _one_line(text: str) -> str:
+    r"""``text`` with its control characters escaped (``\n``, ``\x00``): one task, one line.
+
+    An id or an error may hold a line break or a terminal escape; the per-task lines
+    are read line by line (``grep``, a CI log), and a terminal must not act on them.
+    """
+    return _BREAKS.sub(lambda m: _ESCAPES.get(m[0]) or _escape(ord(m[0])), text)
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def format_duration(seconds: float) -> str:

@@ -42,6 +42,22 @@ def test_b2_3_a_finished_task_line_says_how_it_ended() -> None:
     )
 
 
+def test_b2_3_one_finished_task_is_one_line_whatever_its_id_holds() -> None:
+    progress = BatchProgress(total=1)
+    odd = BatchResult(
+        id="two\nlines\x00\x1b[2J\u2028", status="failed", error="model said:\r\nno\tway"
+    )
+    progress.task_finished(odd, 1.0)
+    line = progress.finished_line(odd)
+    assert line == (
+        "[1/1] two\\nlines\\x00\\x1b[2J\\u2028 failed in 0.0 s"
+        " (0 turns, 0 tool calls; model said:\\r\\nno\\tway)"
+    )
+    assert line.isprintable()
+    emoji = BatchResult(id="pingüino 🐧", status="completed")
+    assert "] pingüino 🐧 completed" in progress.finished_line(emoji)
+
+
 def test_b2_3_durations_are_short() -> None:
     assert [format_duration(s) for s in (0.4, 42, 185, 7260)] == ["0s", "42s", "3m05s", "2h01m"]
 
