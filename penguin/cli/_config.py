@@ -338,6 +338,13 @@ def _save(paths: AgentPaths, project: ProjectConfig) -> None:
 
 def _model_add(args: argparse.Namespace) -> int:
     paths = _paths(args)
+    # Asked before the file is held: a person typing does not hold up other edits.
+    typed = _read_secret("API key") if args.api_key == "-" else None
+    with config.editing(paths.project_config):
+        return _model_add_held(args, paths, typed)
+
+
+def _model_add_held(args: argparse.Namespace, paths: AgentPaths, typed: str | None) -> int:
     project = config.load_project_config(paths.project_config)
     existing = project.find_model(args.provider, args.model_id)
 
@@ -351,7 +358,7 @@ def _model_add(args: argparse.Namespace) -> int:
             f"http://localhost:8000/v1); it is optional only for {known}"
         )
     if args.api_key is not None:
-        api_key = _read_secret("API key") if args.api_key == "-" else args.api_key
+        api_key = typed if typed is not None else args.api_key
         api_key_env = None
     elif args.api_key_env is not None:
         api_key, api_key_env = None, args.api_key_env
@@ -397,9 +404,10 @@ def _model_add(args: argparse.Namespace) -> int:
 
 def _model_default(args: argparse.Namespace) -> int:
     paths = _paths(args)
-    project = config.load_project_config(paths.project_config)
-    updated = config.set_default_model(project, args.provider, args.model_id)
-    _save(paths, updated)
+    with config.editing(paths.project_config):
+        project = config.load_project_config(paths.project_config)
+        updated = config.set_default_model(project, args.provider, args.model_id)
+        _save(paths, updated)
     print(f"{updated.default_model} is the default model.")
     return 0
 
@@ -409,13 +417,16 @@ def _model_vision(args: argparse.Namespace) -> int:
     if args.clear == given or (given and args.model_id is None):
         raise _UsageError("give PROVIDER MODEL_ID, or --clear to unset the vision model")
     paths = _paths(args)
-    project = config.load_project_config(paths.project_config)
+    with config.editing(paths.project_config):
+        project = config.load_project_config(paths.project_config)
+        if args.clear:
+            _save(paths, config.clear_vision_model(project))
+        else:
+            updated = config.set_vision_model(project, args.provider, args.model_id)
+            _save(paths, updated)
     if args.clear:
-        _save(paths, config.clear_vision_model(project))
         print("The vision model is unset; describe_image has no model to ask until one is set.")
         return 0
-    updated = config.set_vision_model(project, args.provider, args.model_id)
-    _save(paths, updated)
     print(f"{updated.vision_model} is the vision model.")
     return 0
 
@@ -473,9 +484,10 @@ def _add_hint(args: argparse.Namespace) -> str:
 
 def _model_remove(args: argparse.Namespace) -> int:
     paths = _paths(args)
-    project = config.load_project_config(paths.project_config)
-    updated, cleared = config.remove_model(project, args.provider, args.model_id)
-    _save(paths, updated)
+    with config.editing(paths.project_config):
+        project = config.load_project_config(paths.project_config)
+        updated, cleared = config.remove_model(project, args.provider, args.model_id)
+        _save(paths, updated)
     key = f"{args.provider}/{args.model_id}"
     print(f"Removed model {key} from {paths.project_config}.")
     if "default_model" in cleared:

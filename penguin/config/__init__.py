@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from ._defaults import SUBAGENT_TOOL_NAMES as SUBAGENT_TOOL_NAMES
 from ._defaults import default_tools as default_tools
 from ._errors import ConfigError as ConfigError
+from ._files import editing as editing
 from ._mcp import DEFAULT_MCP_CONNECT_TIMEOUT_MS as DEFAULT_MCP_CONNECT_TIMEOUT_MS
 from ._mcp import McpPermission as McpPermission
 from ._mcp import McpRemoteTransport as McpRemoteTransport
@@ -127,6 +128,7 @@ __all__ = [
     "data_root",
     "default_tools",
     "dump_default_system_config",
+    "editing",
     "list_vault_keys",
     "load_project_config",
     "load_system_config",

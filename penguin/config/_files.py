@@ -10,7 +10,10 @@ written the same way, and this module is that one way:
 - :func:`replace_text` replaces the file so that a reader sees the old file or the
   new one, never a mix: the text goes to a temporary file in the same directory
   (created 0600 by ``mkstemp``), is flushed to disk, gets its final mode and is
-  renamed over the file; a failure leaves the old file and no temporary.
+  renamed over the file; a failure leaves the old file and no temporary;
+- :func:`editing` makes a read-change-replace of a file one step against other
+  processes doing the same, so that two edits at once (two ``penguin config model
+  add``) both land instead of the later one dropping the earlier one's change.
 
 It does not decide what a missing file means (an empty vault, or an error saying
 how to create ``system_config.yaml``), which mode a file gets (0600 for the TOML
@@ -22,13 +25,21 @@ Blocking functions; async callers run them in a worker thread.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 from ._errors import ConfigError
 
-__all__ = ["read_config_text", "replace_text"]
+__all__ = ["EDIT_WAIT_S", "editing", "read_config_text", "replace_text"]
+
+EDIT_WAIT_S: Final = 10.0
+"""How long :func:`editing` waits for another process's edit to end (seconds)."""
+_EDIT_POLL_S: Final = 0.02
 
 
 def read_config_text(path: Path, kind: str) -> str:
@@ -74,3 +85,39 @@ def replace_text(path: Path, text: str, mode: int) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+@contextlib.contextmanager
+def editing(path: str | os.PathLike[str], *, wait_s: float = EDIT_WAIT_S) -> Iterator[None]:
+    """Hold the right to edit the file at ``path`` (read it, change it, replace it).
+
+    Another process (or thread) editing a file in the same directory waits until the
+    block ends, so each read sees the other's change. The lock is an ``flock`` of the
+    directory: replacing the file renames over it, which a lock on the file itself
+    would not survive, and no lock file is left behind. The directory is created when
+    missing. Readers need no lock (a replacement is atomic). Not re-entrant: a block
+    must not open another for the same directory.
+
+    Raises :class:`ConfigError` when another edit has held it for ``wait_s`` seconds.
+    Blocking; async callers run it in a worker thread.
+    """
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(file.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConfigError(
+                        f"another process has been changing it for {wait_s:g} s;"
+                        " nothing was changed, try again",
+                        file,
+                    ) from None
+                time.sleep(_EDIT_POLL_S)
+        yield
+    finally:
+        os.close(fd)  # drops the lock

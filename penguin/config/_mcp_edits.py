@@ -24,6 +24,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from ._errors import ConfigError
+from ._files import editing
 from ._mcp import DEFAULT_MCP_CONNECT_TIMEOUT_MS, McpServerConfig, McpStdioTransport
 from ._system import load_system_config, write_system_config
 from ._yaml import round_trip_yaml
@@ -124,33 +125,35 @@ def add_mcp_server(path: str | os.PathLike[str], server: McpServerConfig) -> Non
     an invalid one), or when the file cannot be read. Blocking.
     """
     file = Path(path)
-    document = load_system_config(file).document
-    servers = _servers_node(file, document, create=True)
-    assert servers is not None
-    if any(_entry_name(entry) == server.name for entry in servers):
-        raise ConfigError(
-            f'an MCP server named "{server.name}" is already configured; remove it first '
-            f"(penguin config mcp remove {server.name}) or choose another name",
-            file,
-            None,
-            "tools.mcpServers",
-        )
-    servers.append(mcp_server_entry(server))
-    write_system_config(file, document)
+    with editing(file):
+        document = load_system_config(file).document
+        servers = _servers_node(file, document, create=True)
+        assert servers is not None
+        if any(_entry_name(entry) == server.name for entry in servers):
+            raise ConfigError(
+                f'an MCP server named "{server.name}" is already configured; remove it first '
+                f"(penguin config mcp remove {server.name}) or choose another name",
+                file,
+                None,
+                "tools.mcpServers",
+            )
+        servers.append(mcp_server_entry(server))
+        write_system_config(file, document)
 
 
 def remove_mcp_server(path: str | os.PathLike[str], name: str) -> bool:
     """Remove the entries named ``name``; ``False`` when there was none. Blocking."""
     file = Path(path)
-    document = load_system_config(file).document
-    servers = _servers_node(file, document, create=False)
-    if servers is None:
-        return False
-    kept = [index for index, entry in enumerate(servers) if _entry_name(entry) != name]
-    if len(kept) == len(servers):
-        return False
-    for index in reversed(range(len(servers))):
-        if index not in kept:
-            del servers[index]
-    write_system_config(file, document)
+    with editing(file):
+        document = load_system_config(file).document
+        servers = _servers_node(file, document, create=False)
+        if servers is None:
+            return False
+        kept = [index for index, entry in enumerate(servers) if _entry_name(entry) != name]
+        if len(kept) == len(servers):
+            return False
+        for index in reversed(range(len(servers))):
+            if index not in kept:
+                del servers[index]
+        write_system_config(file, document)
     return True

@@ -42,6 +42,7 @@ from tomlkit.toml_document import TOMLDocument
 
 from ._command_policy import PolicyRuleConfig
 from ._errors import ConfigError
+from ._files import editing
 from ._project import (
     KNOWN_BASE_URLS,
     MODEL_KEYS,
@@ -421,15 +422,16 @@ def _edit_rules(
     missing file is created, with its header.
     """
     file = Path(path)
-    document = read_private_toml(file)
-    if document is None:
-        document = header_document(_PROJECT_HEADER)
-    before = document.as_string()
-    rules = _editable_rules(document, default_rules, str(file))
-    materialised = document.as_string() != before
-    changed = edit(rules, str(file), followed_by_more(document, "command_policy"))
-    if changed or materialised:
-        write_private_toml(file, document)
+    with editing(file):
+        document = read_private_toml(file)
+        if document is None:
+            document = header_document(_PROJECT_HEADER)
+        before = document.as_string()
+        rules = _editable_rules(document, default_rules, str(file))
+        materialised = document.as_string() != before
+        changed = edit(rules, str(file), followed_by_more(document, "command_policy"))
+        if changed or materialised:
+            write_private_toml(file, document)
     return changed
 
 

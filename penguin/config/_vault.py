@@ -29,6 +29,7 @@ from typing import Final
 from tomlkit.toml_document import TOMLDocument
 
 from ._errors import ConfigError, ConfigValueError
+from ._files import editing
 from ._toml import field_lines, header_document, read_private_toml, write_private_toml
 
 __all__ = [
@@ -113,11 +114,12 @@ def set_vault(path: str | os.PathLike[str], key: str, value: str) -> None:
             f"the value of {key} contains a NUL character, which no environment allows"
         )
     file = Path(path)
-    document, _ = _load(file)
-    if document is None:
-        document = header_document(_VAULT_HEADER)
-    document[key] = value
-    write_private_toml(file, document)
+    with editing(file):
+        document, _ = _load(file)
+        if document is None:
+            document = header_document(_VAULT_HEADER)
+        document[key] = value
+        write_private_toml(file, document)
 
 
 def remove_vault(path: str | os.PathLike[str], key: str) -> bool:
@@ -127,9 +129,10 @@ def remove_vault(path: str | os.PathLike[str], key: str) -> bool:
     """
     validate_env_name(key)
     file = Path(path)
-    document, values = _load(file)
-    if document is None or key not in values:
-        return False
-    del document[key]
-    write_private_toml(file, document)
+    with editing(file):
+        document, values = _load(file)
+        if document is None or key not in values:
+            return False
+        del document[key]
+        write_private_toml(file, document)
     return True

@@ -142,6 +142,39 @@ def test_add_list_and_default(tmp_path: Path) -> None:
     assert entry.api_key == SECRET
 
 
+def test_edits_at_once_all_land(tmp_path: Path) -> None:
+    # Each reads its file, changes it and replaces it; one at a time, none is lost
+    # (before, twenty model adds at once left two models in the file).
+    environment = {**os.environ, "PENGUIN_HOME": str(tmp_path / "not-used")}
+    edits = [
+        *(
+            ["model", "add", "--provider", "ollama", "--model-id", f"m{i}", "--no-vision"]
+            for i in range(8)
+        ),
+        *(["vault", "set", f"KEY_{i}", f"value {i}"] for i in range(4)),
+        *(["policy", "add", f"rule-{i}", f"forbidden-{i}"] for i in range(4)),
+    ]
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-m", "penguin", "config", *edit, "--root", str(tmp_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+        for edit in edits
+    ]
+    ended = [(process.communicate(timeout=60)[1], process.returncode) for process in running]
+    assert [stderr for stderr, code in ended if code != 0] == []
+    project = load_project_config(project_file(tmp_path))
+    assert sorted(m.model_id for m in project.models) == [f"m{i}" for i in range(8)]
+    rules = {rule.name for rule in project.policy_rules() or ()}
+    assert {f"rule-{i}" for i in range(4)} <= rules
+    assert {rule.name for rule in FACTORY_RULES} <= rules
+    vault = load_vault(AgentPaths(tmp_path).vault)
+    assert vault == {f"KEY_{i}": f"value {i}" for i in range(4)}
+
+
 def test_list_shows_a_key_from_the_environment_as_available(tmp_path: Path) -> None:
     ok(
         penguin(

@@ -39,6 +39,7 @@ def test_public_surface() -> None:
         "apply_call_description",
         "default_tools",
         "dump_default_system_config",
+        "editing",
         "load_system_config",
         "select_tools",
         "write_system_config",
