@@ -306,6 +306,64 @@ def test_18_5_markdown_tables_are_tables_and_their_text_stays_text(
         page.reload()
 
 
+MARKDOWN_ANSWER = (
+    "## Plan for `make_app`\n"
+    "Some **bold with `code`**, *italic*, _also italic_, ~~gone~~, and snake_case_name"
+    " and 2*3*4 as they are.\n"
+    "See [the docs](https://example.org/docs?a=1) but not [this](javascript:alert(1)).\n\n"
+    "- first **step**\n"
+    "  - a detail\n"
+    "    that goes on\n"
+    '- <img src=x onerror="window.__pwned = 1">\n\n'
+    "3. third\n"
+    "4. fourth\n\n"
+    "> quoted *words*\n"
+    "> and more\n\n"
+    "---\n"
+    "Done."
+)
+
+
+@needs_chromium
+def test_18_5_the_markdown_models_write_is_drawn_and_its_text_stays_text(
+    site: ThreadedServer, watched: Watched, model: ScriptedModel
+) -> None:
+    page = watched.page
+    task = model.script("Plan it.", say(MARKDOWN_ANSWER))
+    create_session(site, title="Markdown")
+    open_session(page, site, "Markdown")
+    send(page, task)
+    for _ in range(2):
+        body = page.locator(".turn.assistant .body")
+        expect(body.locator("h4.md-heading")).to_have_text("Plan for make_app")
+        expect(body.locator("h4.md-heading code")).to_have_text("make_app")
+        expect(body.locator("strong")).to_have_text(["bold with code", "step"])
+        expect(body.locator("strong code")).to_have_text("code")
+        expect(body.locator("em")).to_have_text(["italic", "also italic", "words"])
+        expect(body.locator("del")).to_have_text("gone")
+        expect(body.locator("p").first).to_contain_text("snake_case_name and 2*3*4 as they are.")
+        link = body.locator("a.md-link")
+        expect(link).to_have_text("the docs")
+        expect(link).to_have_attribute("href", "https://example.org/docs?a=1")
+        expect(link).to_have_attribute("rel", "noopener noreferrer")
+        expect(body).to_contain_text("[this](javascript:alert(1))")  # only http(s) links
+        outer = body.locator("ul.md-list").first
+        expect(outer.locator(":scope > li")).to_have_count(2)
+        expect(outer.locator("ul.md-list li")).to_have_text("a detail\nthat goes on")
+        expect(outer.locator(":scope > li").last).to_have_text(
+            '<img src=x onerror="window.__pwned = 1">'
+        )
+        ordered = body.locator("ol.md-list")
+        expect(ordered).to_have_attribute("start", "3")
+        expect(ordered.locator("li")).to_have_text(["third", "fourth"])
+        expect(body.locator("blockquote.md-quote")).to_have_text("quoted words\nand more")
+        expect(body.locator("hr.md-rule")).to_have_count(1)
+        expect(body.locator("p").last).to_have_text("Done.")
+        assert page.locator("#log img, #log script").count() == 0
+        assert page.evaluate("window.__pwned") is None
+        page.reload()
+
+
 @needs_chromium
 def test_18_5_a_session_is_titled_after_its_first_task(
     site: ThreadedServer, watched: Watched, model: ScriptedModel

@@ -176,15 +176,45 @@ function baseName(path) {
   return trimmed.slice(trimmed.lastIndexOf("/") + 1) || trimmed;
 }
 
-// Text and `inline code` into `node`, as Text nodes and <code> elements only.
+// One inline Markdown span, tried in this order at each place: `code`, **bold** or
+// __bold__, *italic* or _italic_ (not inside a word, so snake_case stays as it is),
+// ~~struck~~, and [a link](https://…) whose address is http or https.
+const INLINE = new RegExp([
+  "(`[^`\\n]+`)",
+  "\\*\\*(?=\\S)([^\\n]*?\\S)\\*\\*",
+  "(?<![\\w_])__(?=\\S)([^\\n]*?\\S)__(?![\\w_])",
+  "(?<![\\w*])\\*(?=[^\\s*])([^\\n*]*?[^\\s*])\\*(?![\\w*])",
+  "(?<![\\w_])_(?=[^\\s_])([^\\n_]*?[^\\s_])_(?![\\w_])",
+  "~~(?=\\S)([^\\n]*?\\S)~~",
+  "\\[([^\\]\\n]+)\\]\\((https?:\\/\\/[^\\s()]+)\\)",
+].join("|"), "g");
+
+// Text with inline Markdown into `node`, as Text nodes and <code>, <strong>, <em>,
+// <del> and <a> elements only: what the text says is set as text, never as markup.
 function inline(node, text) {
-  for (const piece of text.split(/(`[^`\n]+`)/)) {
-    if (piece.length > 2 && piece.startsWith("`") && piece.endsWith("`")) {
-      node.append(el("code", null, piece.slice(1, -1)));
-    } else if (piece) {
-      node.append(document.createTextNode(piece));
+  let done = 0;
+  for (const match of text.matchAll(INLINE)) {
+    const [whole, code, bold, boldUnder, italic, italicUnder, struck, label, href] = match;
+    if (match.index > done) node.append(document.createTextNode(text.slice(done, match.index)));
+    done = match.index + whole.length;
+    if (code) {
+      node.append(el("code", null, code.slice(1, -1)));
+      continue;
     }
+    if (label) {
+      const link = el("a", "md-link", label);
+      link.href = href;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+      node.append(link);
+      continue;
+    }
+    const tag = bold || boldUnder ? "strong" : italic || italicUnder ? "em" : "del";
+    const span = el(tag);
+    inline(span, bold || boldUnder || italic || italicUnder || struck);
+    node.append(span);
   }
+  if (done < text.length) node.append(document.createTextNode(text.slice(done)));
 }
 
 const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
@@ -230,7 +260,51 @@ function markdownTable(head, rule, rows) {
   return wrap;
 }
 
-// One paragraph's lines: plain lines as a <p>, Markdown tables as tables.
+const HEADING = /^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$/;
+const LIST_ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
+const QUOTE = /^ {0,3}>\s?(.*)$/;
+
+// The list that starts at lines[start] into `container` (a deeper indent is a list
+// inside the item above it; an indented line that is no item continues that item);
+// returns the index of the first line after it.
+function markdownList(container, lines, start) {
+  const open = [];  // the lists being filled, outermost first: {indent, ordered, list, item}
+  let index = start;
+  for (; index < lines.length; index++) {
+    const match = LIST_ITEM.exec(lines[index]);
+    if (!match) {
+      if (!open.length || !/^\s+\S/.test(lines[index])) break;
+      const item = open[open.length - 1].item;
+      item.append(document.createTextNode("\n"));
+      inline(item, lines[index].trim());
+      continue;
+    }
+    const indent = match[1].replace(/\t/g, "    ").length;
+    const ordered = /\d/.test(match[2]);
+    while (open.length && indent < open[open.length - 1].indent) open.pop();
+    let top = open[open.length - 1];
+    if (top && indent === top.indent && top.ordered !== ordered) {
+      open.pop();  // the other kind at the same depth: a list of its own
+      top = open[open.length - 1];
+    }
+    if (!top || indent > top.indent) {
+      const list = el(ordered ? "ol" : "ul", "md-list");
+      const first = parseInt(match[2], 10);
+      if (ordered && first !== 1) list.start = first;
+      (top ? top.item : container).append(list);
+      top = { indent, ordered, list, item: null };
+      open.push(top);
+    }
+    top.item = el("li");
+    inline(top.item, match[3]);
+    top.list.append(top.item);
+  }
+  return index;
+}
+
+// One paragraph's lines: plain lines as a <p>; Markdown tables, headings, lists,
+// quotes and rules as what they are.
 function paragraphs(container, paragraph) {
   const lines = paragraph.split("\n");
   let plain = [];
@@ -243,8 +317,33 @@ function paragraphs(container, paragraph) {
     plain = [];
   };
   for (let index = 0; index < lines.length; index++) {
+    const line = lines[index];
     if (!isTableStart(lines, index)) {
-      plain.push(lines[index]);
+      const heading = HEADING.exec(line);
+      if (heading) {
+        flush();
+        const node = el("h" + Math.min(heading[1].length + 2, 6), "md-heading");
+        inline(node, heading[2]);
+        container.append(node);
+      } else if (RULE.test(line)) {
+        flush();
+        container.append(el("hr", "md-rule"));
+      } else if (LIST_ITEM.test(line)) {
+        flush();
+        index = markdownList(container, lines, index) - 1;
+      } else if (QUOTE.test(line)) {
+        flush();
+        const quoted = [];
+        for (; index < lines.length && QUOTE.test(lines[index]); index++) {
+          quoted.push(QUOTE.exec(lines[index])[1]);
+        }
+        index--;
+        const quote = el("blockquote", "md-quote");
+        paragraphs(quote, quoted.join("\n"));
+        container.append(quote);
+      } else {
+        plain.push(line);
+      }
       continue;
     }
     flush();
@@ -262,8 +361,9 @@ function paragraphs(container, paragraph) {
   flush();
 }
 
-// Text from the model, as paragraphs, Markdown tables, fenced code blocks and `inline
-// code`: built from nodes whose content is set as text, so nothing in it is ever markup.
+// Text from the model, as paragraphs, fenced code blocks and the Markdown models write
+// (tables, headings, lists, quotes, rules, `code`, bold, italic, struck text, links):
+// built from nodes whose content is set as text, so nothing in it is ever markup.
 function formatText(container, text) {
   container.replaceChildren();
   const parts = text.split(/^```[^\n]*\n?/m);
