@@ -91,6 +91,32 @@ from ._stream import STREAM_BUFFER, Batch, OpenFragments, Outlet, RunResult, Run
 __all__ = ["Engine"]
 
 Message: TypeAlias = om.OmniMessage[om.Payload]
+
+
+def _as_messages(messages: Iterable[Message], method: str) -> list[Message]:
+    """``messages`` as a list; a ``TypeError`` that says what to pass for anything else.
+
+    A caller's likeliest slip is a bare string (or one message) for the list, which
+    would otherwise fail deep inside with an ``AttributeError``.
+    """
+    example = 'such as [om.user_text("...")]'
+    given: object = messages
+    if isinstance(given, om.OmniMessage):
+        raise TypeError(f"{method}() takes a list of messages, {example}, not one message")
+    if isinstance(given, (str, bytes)):
+        raise TypeError(
+            f"{method}() takes a list of messages, {example}, not a {type(given).__name__}"
+        )
+    taken = list(messages)
+    for index, message in enumerate(taken):
+        if not isinstance(message, om.OmniMessage):
+            raise TypeError(
+                f"{method}() takes a list of messages, {example}; item {index} is a"
+                f" {type(message).__name__}"
+            )
+    return taken
+
+
 ToolCall: TypeAlias = om.OmniMessage[om.ToolCallPayload]
 
 
@@ -161,9 +187,10 @@ class Engine:
         turn for them. A run that stops early (interrupt, failure, ``max_turns``)
         still records them, as input for the next run; a hard stop drops them.
         """
+        taken = _as_messages(messages, "steer")
         if not self._task_live:
             return False
-        self._steering.append(list(messages))
+        self._steering.append(taken)
         return True
 
     @asynccontextmanager
@@ -183,11 +210,11 @@ class Engine:
         run gracefully. ``max_turns`` caps this run's turns (``None``: the engine's
         :attr:`max_turns`). Raises :class:`EngineBusyError` when a run is already live.
         """
+        inputs = _as_messages(messages, "run")
         event = interrupt if interrupt is not None else trio.Event()
         limit = self.max_turns if max_turns is None else max_turns
         if self.command_policy is not None:
             approve = with_command_policy(approve, self.command_policy)
-        inputs = list(messages)
 
         async def drive(emit: Outlet) -> RunResult:
             ended = False

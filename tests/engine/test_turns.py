@@ -292,6 +292,30 @@ async def test_one_run_at_a_time(tmp_path: Path, autojump_clock: trio.testing.Mo
     assert not h.engine.running
 
 
+async def test_a_run_given_something_other_than_a_list_of_messages_says_what_to_pass(
+    tmp_path: Path,
+) -> None:
+    async with open_harness(tmp_path, ScriptedLLM([turn(text("ok"))])) as h:
+        for given, got in (
+            ("hello", "not a str"),
+            (om.user_text("hello"), "not one message"),
+            (["hello"], "item 0 is a str"),
+            ([om.user_text("a"), {"role": "user"}], "item 1 is a dict"),
+        ):
+            with pytest.raises(TypeError) as caught:
+                async with h.engine.run(given):  # type: ignore[arg-type]
+                    pass  # pragma: no cover
+            assert str(caught.value).startswith(
+                'run() takes a list of messages, such as [om.user_text("...")]'
+            )
+            assert got in str(caught.value)
+            with pytest.raises(TypeError, match=r"^steer\(\) takes a list of messages"):
+                h.engine.steer(given)  # type: ignore[arg-type]
+        assert not h.engine.running
+        _, result = await run_task(h.engine, "hello")  # the session is still usable
+    assert result.status == "completed"
+
+
 async def test_the_trace_holds_records_only_and_decisions_before_outputs(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
