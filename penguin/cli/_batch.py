@@ -137,7 +137,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="W",
         help="worker processes: local ones (default: this process alone), or Ray's "
-        "(default: one per cluster CPU, at most one per N tasks)",
+        "(default: one per cluster CPU); at most one per N tasks",
     )
     parser.add_argument(
         "--gather-traces",

@@ -217,7 +217,11 @@ async def test_21_2_a_sigkilled_batch_leaves_nothing_and_resume_runs_each_id_onc
     assert {r["status"] for r in results} == {"completed"}
 
 
-@pytest.mark.parametrize("backend", [(), ("--workers", "2")], ids=["one-process", "workers"])
+@pytest.mark.parametrize(
+    "backend",
+    [(), ("--workers", "2", "--concurrency", "4")],  # two processes, four tasks each
+    ids=["one-process", "workers"],
+)
 async def test_20_a_model_that_cannot_be_reached_stops_the_batch_and_resume_finishes(
     model: tuple[TaskScripts, Path], tmp_path: Path, backend: tuple[str, ...]
 ) -> None:

@@ -76,6 +76,27 @@ async def test_20_2_local_workers_run_the_tasks_in_that_many_processes(
     assert parents["t0"] == parents["t2"] == parents["t4"]  # every second task: one share
 
 
+async def test_20_2_no_more_worker_processes_start_than_the_tasks_fill(
+    model: tuple[TaskScripts, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    scripts, root = model
+    log = tmp_path / "parents.log"
+    ids = [f"t{n}" for n in range(5)]
+    for task_id in ids:
+        scripts.scripts[task_id] = [
+            exec_reply(f'echo "{task_id} $PPID" >> {shlex.quote(str(log))}')
+        ]
+    results = await _run(ids, root, workers=6)  # four at a time in each
+    assert {r.status for r in results.values()} == {"completed"}
+    parents = dict(line.split() for line in log.read_text().splitlines())
+    assert sorted(parents) == ids
+    assert len(set(parents.values())) == 2
+    assert (
+        "penguin batch: starting 2 worker processes, not 6: 5 tasks at 4 at a time fill them"
+        in (caplog.text)
+    )
+
+
 async def test_20_2_a_worker_process_that_dies_has_its_tasks_run_again_once(
     model: tuple[TaskScripts, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -100,7 +121,7 @@ async def test_20_2_a_task_whose_worker_dies_twice_gets_an_error(
 ) -> None:
     scripts, root = model
     scripts.scripts["a"] = [exec_reply("kill -9 $PPID")]
-    results = await _run(["a", "b"], root, workers=2)
+    results = await _one_each_results(["a", "b"], root)
     assert results["b"].status == "completed"
     assert results["a"].status == "error"
     assert results["a"].error == "its worker process exited with status -9, twice"
