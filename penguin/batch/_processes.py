@@ -50,6 +50,7 @@ from ._runner import (
     settings_from_wire,
     settings_to_wire,
     within_open_files,
+    workers_to_start,
 )
 from ._tasks import BatchTask
 
@@ -80,16 +81,9 @@ async def run_in_processes(
     count = max(1, min(workers, len(tasks)))
     # The workers inherit this process's open-file limit: say once, here, if it is short.
     settings = await within_open_files(settings, workers=count)
-    # A process more than the tasks fill (each runs ``concurrency`` at once) would only
-    # add its start-up (a second or so of CPU), as Ray's default number does.
-    enough = max(1, math.ceil(len(tasks) / settings.concurrency))
-    if count > enough:
-        warn(
-            f"penguin batch: starting {enough} worker process{'' if enough == 1 else 'es'},"
-            f" not {workers}: {len(tasks)} task{'' if len(tasks) == 1 else 's'} at"
-            f" {settings.concurrency} at a time fill {'it' if enough == 1 else 'them'}"
-        )
-        count = enough
+    count = min(
+        count, workers_to_start(workers, len(tasks), settings.concurrency, "worker process")
+    )
     if on_phase is not None and tasks:
         on_phase(f"starting {count} worker process{'' if count == 1 else 'es'}")
     shares = [list(tasks[index::count]) for index in range(count)]

@@ -55,7 +55,7 @@ from ._ray_cluster import NAMESPACE, check_ray, connected
 from ._ray_patches import KEEP_WORKER_CHILDREN
 from ._ray_worker import AGENT_FILES, BatchWorker
 from ._results import BatchResult
-from ._runner import BatchSettings, FirstStop, error_result, settings_to_wire
+from ._runner import BatchSettings, FirstStop, error_result, settings_to_wire, workers_to_start
 from ._tasks import BatchTask
 
 __all__ = ["POLL_TIMEOUT_S", "POLL_WAIT_S", "RayDriver", "read_agent_files"]
@@ -134,8 +134,10 @@ class RayDriver:
         agent_files = await trio.to_thread.run_sync(read_agent_files, settings)
         async with connected(self._address, self._call, say) as ray:
             self._ray = ray
-            count = workers or await self._default_workers(len(tasks), settings.concurrency)
-            count = min(count, len(tasks))
+            if workers:
+                count = workers_to_start(workers, len(tasks), settings.concurrency, "Ray worker")
+            else:
+                count = await self._default_workers(len(tasks), settings.concurrency)
             say(f"starting {count} Ray worker{'' if count == 1 else 's'}")
             self._threads.total_tokens = count + 4  # each worker's poll waits in a thread
             cpus = await self._call(self._cluster_cpus)

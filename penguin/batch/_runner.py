@@ -77,6 +77,7 @@ __all__ = [
     "settings_to_wire",
     "storage_full",
     "within_open_files",
+    "workers_to_start",
 ]
 
 HARD_STOP_GRACE_S: Final = 10.0
@@ -342,6 +343,25 @@ async def within_open_files(settings: BatchSettings, *, workers: int = 1) -> Bat
         f"{room.limit_for(settings.concurrency):,} to run {settings.concurrency} at once"
     )
     return attrs.evolve(settings, concurrency=room.sessions)
+
+
+def workers_to_start(asked: int, tasks: int, concurrency: int, kind: str) -> int:
+    """``asked`` workers (``kind``: ``worker process``), or fewer if the tasks fill fewer.
+
+    Each worker runs ``concurrency`` sessions at once, so one per ``concurrency`` tasks
+    runs them all at once; another would only add its start-up (a second or so of CPU).
+    A line on the ``penguin`` logger says so when the number goes down.
+    """
+    enough = max(1, math.ceil(tasks / concurrency))
+    if asked <= enough:
+        return asked
+    plural = kind + ("es" if kind.endswith("s") else "s")
+    warn(
+        f"penguin batch: starting {enough} {kind if enough == 1 else plural}, not {asked}:"
+        f" {tasks} task{'' if tasks == 1 else 's'} at {concurrency} at a time"
+        f" fill {'it' if enough == 1 else 'them'}"
+    )
+    return enough
 
 
 @final

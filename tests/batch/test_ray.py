@@ -534,6 +534,7 @@ async def test_20_a_model_that_cannot_be_reached_stops_a_ray_batch(
     tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(f"t{n}") for n in range(6)])
     out = tmp_path / "results.jsonl"
     flags = ["--backend", "ray", "--ray-address", cluster.address, "--workers", "2"]
+    flags += ["--concurrency", "3"]  # two workers, three tasks each
     done = await batch(tasks, out, *flags, "--root", str(root), env=cluster.env, cwd=tmp_path)
     stderr = done.stderr.decode()
     assert done.returncode == 3, stderr
@@ -565,7 +566,7 @@ async def test_b2_4_a_local_cluster_is_started_on_loopback_and_stopped_after(
     out = tmp_path / "results.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "PENGUIN_HOME"}
     env |= {"TMPDIR": str(run_temp), "PENGUIN_HOME": str(driver_home), "HOME": str(tmp_path)}
-    flags = ["--backend", "ray", "--workers", "2"]
+    flags = ["--backend", "ray", "--workers", "2", "--concurrency", "2"]
     leader, follower = os.openpty()  # stderr on a terminal: the live progress line
     shown: list[str] = []
     async with trio.lowlevel.FdStream(leader) as terminal, trio.open_nursery() as nursery:

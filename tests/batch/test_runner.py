@@ -19,7 +19,7 @@ import trio.testing
 
 from penguin import batch
 from penguin.batch import BatchResult, BatchTask, run_batch
-from penguin.batch._runner import run_until_stopped, storage_full
+from penguin.batch._runner import run_until_stopped, storage_full, workers_to_start
 from penguin.llm import testing as t
 from penguin.trace import TraceWriteError, read_trace
 
@@ -427,3 +427,18 @@ async def test_20_a_model_server_gone_mid_batch_stops_it_with_model_unreachable(
     assert [(r.id, r.status) for r in got] == [("t0", "completed"), ("t1", "completed")]
     assert str(raised.value).startswith("the model cannot be reached: cannot connect to http")
     assert str(raised.value).endswith("(Connection refused)")
+
+
+def test_20_2_no_more_workers_start_than_the_tasks_fill(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert workers_to_start(2, 40, 16, "worker process") == 2  # 40 tasks fill 3
+    assert caplog.text == ""
+    assert workers_to_start(64, 40, 16, "worker process") == 3
+    assert workers_to_start(8, 5, 4, "Ray worker") == 2
+    assert workers_to_start(4, 1, 16, "Ray worker") == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "penguin batch: starting 3 worker processes, not 64: 40 tasks at 16 at a time fill them",
+        "penguin batch: starting 2 Ray workers, not 8: 5 tasks at 4 at a time fill them",
+        "penguin batch: starting 1 Ray worker, not 4: 1 task at 16 at a time fill it",
+    ]
