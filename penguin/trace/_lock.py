@@ -108,10 +108,10 @@ class SessionLock:
                 os.ftruncate(fd, 0)
                 os.write(fd, f"{os.getpid()} {name}".rstrip().encode() + b"\n")
             except OSError as exc:  # a full disk, say: the lock is not kept, and says where
-                os.close(fd)
+                _discard(path, fd)
                 raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
             except BaseException:
-                os.close(fd)
+                _discard(path, fd)
                 raise
             return cls(path, fd)
         raise SessionLockedError(session_id, None, None, path)
@@ -152,6 +152,13 @@ class SessionLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _discard(path: Path, fd: int) -> None:
+    """Let go of a lock taken but not kept: its file goes (as at a release), then the lock."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    os.close(fd)
 
 
 def _read_holder(fd: int) -> tuple[int | None, str | None]:

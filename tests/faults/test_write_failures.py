@@ -274,6 +274,7 @@ def test_21_4_a_session_lock_the_disk_refuses_is_not_kept_and_names_its_file(
         assert raised.value.errno == errno.ENOSPC
         assert raised.value.filename == str(path)  # a batch's stop line names it
         assert set(os.listdir("/proc/self/fd")) == before  # its descriptor is closed
+        assert not path.exists()  # and its empty file is not left behind
         filler.unlink()
         with SessionLock.acquire(path, "s"):  # and the lock is free: nothing held it
             assert path.read_text().split()[0] == str(os.getpid())
