@@ -25,7 +25,13 @@ from typing import Final, NoReturn, TypeVar, TypeVarTuple, final
 import outcome
 import trio
 
-__all__ = ["collapse_single", "error_text", "run_in_worker", "run_leavable_in_worker"]
+__all__ = [
+    "collapse_single",
+    "error_text",
+    "require_trio",
+    "run_in_worker",
+    "run_leavable_in_worker",
+]
 
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
@@ -67,6 +73,23 @@ class _Slots:
 
 
 _slots: Final = _Slots(WORKER_SLOTS)
+
+
+def require_trio(what: str) -> None:
+    """Raise a ``RuntimeError`` that says what to do when called outside a Trio run.
+
+    Called first by the ``async with`` blocks a program opens penguin with. Without
+    it, awaiting penguin under asyncio fails at its first Trio call with "Task got bad
+    yield: WaitTaskRescheduled(...)", which names neither penguin nor the cure.
+    """
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        raise RuntimeError(
+            f"{what} runs on Trio, and this is not a Trio run (an asyncio program?): call it"
+            " from trio.run(...), or from asyncio as a Trio guest of its loop"
+            " (trio.lowlevel.start_guest_run; docs/embedding.md, 'From asyncio')"
+        ) from None
 
 
 def error_text(exc: BaseException) -> str:

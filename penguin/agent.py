@@ -43,7 +43,12 @@ import trio
 from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
-from penguin._concurrency import collapse_single, run_in_worker, run_leavable_in_worker
+from penguin._concurrency import (
+    collapse_single,
+    require_trio,
+    run_in_worker,
+    run_leavable_in_worker,
+)
 from penguin._errors import SessionNotFoundError
 from penguin.approval import CommandPolicy
 from penguin.engine import (
@@ -255,6 +260,7 @@ class Agent:
         ``surface`` naming it to anyone refused (``"penguin chat"``). ``approval_mode``
         is recorded in the ``session_meta`` (C5.5), for a resume to keep.
         """
+        require_trio("Agent.session")
         session_id = cfg.new_session_id()
         writer = TraceWriter(self.paths.traces_dir, session_id)
         make = _workspace_maker(workspace_dir, self.paths)
@@ -326,6 +332,7 @@ class Agent:
         :class:`~penguin.SessionLockedError` naming it, before anything is read;
         ``surface`` names this one while it holds the lock.
         """
+        require_trio("Agent.resume_session")
         location = await run_in_worker(find_session, self.paths.traces_dir, session_id)
         if location is None:
             raise SessionNotFoundError(

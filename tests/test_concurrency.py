@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import pathlib
 import traceback
 from collections.abc import Awaitable, Callable
 
@@ -144,3 +147,28 @@ async def test_10_4_two_errors_stay_a_group() -> None:
     with pytest.raises(ExceptionGroup) as caught:
         await in_a_nursery(first, second)
     assert sorted(type(e).__name__ for e in caught.value.exceptions) == ["KeyError", "ValueError"]
+
+
+@pytest.mark.parametrize("entry", ["Agent.session", "Environment.open"])
+def test_penguin_under_asyncio_says_it_runs_on_trio_and_how(
+    entry: str, tmp_path: pathlib.Path
+) -> None:
+    # Without the check, the first Trio call inside failed with "Task got bad yield:
+    # WaitTaskRescheduled(...)", which names neither penguin nor the cure.
+    import penguin
+    from penguin.llm import ScriptedLLM, text, turn
+
+    async def under_asyncio() -> None:
+        opened: contextlib.AbstractAsyncContextManager[object]
+        if entry == "Agent.session":
+            agent = penguin.Agent.open(tmp_path / "data")
+            opened = agent.session(tmp_path, llm=ScriptedLLM([turn(text("hi"))]))
+        else:
+            opened = penguin.Environment.open(penguin.EnvironmentConfig(workspace_dir=tmp_path))
+        async with opened:
+            raise AssertionError("opened under asyncio")  # pragma: no cover
+
+    with pytest.raises(RuntimeError) as caught:
+        asyncio.run(under_asyncio())
+    assert str(caught.value).startswith(f"{entry} runs on Trio, and this is not a Trio run")
+    assert "trio.lowlevel.start_guest_run" in str(caught.value)

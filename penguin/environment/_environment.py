@@ -59,6 +59,7 @@ from penguin import protocol as om
 from penguin._concurrency import (
     collapse_single,
     error_text,
+    require_trio,
     run_leavable_in_worker,
 )
 from penguin._fdlimit import raise_open_file_limit
@@ -349,6 +350,7 @@ class Environment:
 
         Raises :class:`WorkspaceError` when the workspace is not an existing directory.
         """
+        require_trio("Environment.open")
         login = config.shared_login
         entries = default_tools() if config.tools is None else config.tools
         if login is None or not any(entry.name == "exec_command" for entry in entries):
