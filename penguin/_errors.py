@@ -55,6 +55,7 @@ holds only the root and the one class of ``penguin.agent``::
           ├── ResultsWriteError              (OSError) a result line could not be written whole
           ├── StorageFullError               (OSError) a task found its disk full: the batch stops
           ├── ModelUnreachableError          (RuntimeError) a task's model cannot be reached: stops
+          ├── ModelRateLimitedError          (RuntimeError) a task's model kept answering 429: stops
           │  penguin.server (server/_errors.py)
           ├── ApiError                       a request the server refuses: status + code
           │    └── BodyTooLarge              413 payload_too_large, found while reading a body

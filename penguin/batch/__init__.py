@@ -29,6 +29,7 @@ from ._api import check_options as check_options
 from ._api import run_batch as run_batch
 from ._errors import BackendUnavailableError as BackendUnavailableError
 from ._errors import BatchOptionError as BatchOptionError
+from ._errors import ModelRateLimitedError as ModelRateLimitedError
 from ._errors import ModelUnreachableError as ModelUnreachableError
 from ._errors import ResultsWriteError as ResultsWriteError
 from ._errors import StorageFullError as StorageFullError
@@ -61,6 +62,7 @@ __all__ = [
     "BatchSettings",
     "BatchStatus",
     "BatchTask",
+    "ModelRateLimitedError",
     "ModelUnreachableError",
     "ResultsFile",
     "ResultsWriteError",

@@ -96,10 +96,11 @@ async def run_batch(
     kept up to date as tasks start and end. ``sandbox`` is the sessions' policy
     (spec/sandbox.md; a task's ``sandbox`` goes over it; ``None``: the project file's
     ``[sandbox]``, else none). A task that finds the data root's disk full, or whose
-    model cannot be reached at all, stops the batch: what still runs is hard-stopped
-    and the stream raises :class:`~penguin.batch.StorageFullError` or
-    :class:`~penguin.batch.ModelUnreachableError` (the tasks without a result are the
-    ones to run again).
+    model cannot be reached at all or kept refusing it for its rate limit, stops the
+    batch: what still runs is hard-stopped and the stream raises
+    :class:`~penguin.batch.StorageFullError`, :class:`~penguin.batch.ModelUnreachableError`
+    or :class:`~penguin.batch.ModelRateLimitedError` (the tasks without a result are
+    the ones to run again).
 
     ``backend="local"`` with ``workers`` above 1 splits the tasks over that many worker
     processes of this machine, each with up to ``concurrency`` sessions (one Trio loop

@@ -8,7 +8,8 @@
      ├── BackendUnavailableError  (also RuntimeError) the chosen backend cannot be used here
      ├── ResultsWriteError        (also OSError) a result line could not be written whole
      ├── StorageFullError         (also OSError) a task found the disk full: the batch stops
-     └── ModelUnreachableError    (also RuntimeError) a task's model could not be reached
+     ├── ModelUnreachableError    (also RuntimeError) a task's model could not be reached
+     └── ModelRateLimitedError    (also RuntimeError) a task's model kept answering 429
 
 The first three are raised before any task runs: once a batch is running, whatever
 goes wrong with one task is that task's result (``status: "error"`` and a reason), and
@@ -18,8 +19,10 @@ running for), or the one a task's trace, session lock or workspace is on, full o
 quota (:class:`StorageFullError`: every task after it would fail the same way, and a
 final result for each would keep ``--resume`` from running them once there is room).
 A model server that cannot be reached at all stops it for the same reason
-(:class:`ModelUnreachableError`): its failure is not the task's. :data:`BatchStop` is
-either of those two (:data:`BATCH_STOPS` for an ``except``), and :func:`stop_to_wire` /
+(:class:`ModelUnreachableError`): its failure is not the task's; so does one that kept
+refusing a request for its rate limit through every retry (:class:`ModelRateLimitedError`:
+a limit of the account, which more tasks at once only make worse). :data:`BatchStop` is
+any of those three (:data:`BATCH_STOPS` for an ``except``), and :func:`stop_to_wire` /
 :func:`stop_from_wire` carry one from a worker process to the driver.
 """
 
@@ -37,6 +40,7 @@ __all__ = [
     "BackendUnavailableError",
     "BatchOptionError",
     "BatchStop",
+    "ModelRateLimitedError",
     "ModelUnreachableError",
     "ResultsWriteError",
     "StorageFullError",
@@ -157,10 +161,34 @@ class ModelUnreachableError(PenguinError, RuntimeError):
         return (type(self), (self.reason,))
 
 
-BatchStop: TypeAlias = StorageFullError | ModelUnreachableError
+@final
+class ModelRateLimitedError(PenguinError, RuntimeError):
+    """A task's model server kept refusing its request for a rate limit, through every retry.
+
+    HTTP 429, the ``Retry-After`` waits included: a limit of the account or the server
+    (requests or tokens a minute, a spent quota), not of the task, and one that every
+    other task would meet too. The message is ``the model kept refusing for its rate
+    limit: ${reason}``, ``reason`` the request's (``rate limited (429): Rate limit
+    reached for requests``). The batch stops on it, as on an unreachable model: no
+    task gets a result for it, and ``--resume`` runs them once the limit allows (a lower
+    ``--concurrency`` asks less at once).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the model kept refusing for its rate limit: {reason}")
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"the model kept refusing for its rate limit: {self.reason}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.reason,))
+
+
+BatchStop: TypeAlias = StorageFullError | ModelUnreachableError | ModelRateLimitedError
 """What a task meets that stops the whole batch (the results file's own failure,
 :class:`ResultsWriteError`, is met where the results are written instead)."""
-BATCH_STOPS: Final = (StorageFullError, ModelUnreachableError)
+BATCH_STOPS: Final = (StorageFullError, ModelUnreachableError, ModelRateLimitedError)
 """:data:`BatchStop`'s classes, to catch."""
 
 
@@ -168,6 +196,8 @@ def stop_to_wire(stop: BatchStop) -> dict[str, Any]:
     """``stop`` as JSON values, for a worker process or a Ray actor to send to the driver."""
     if isinstance(stop, StorageFullError):
         return {"kind": "full", "path": stop.path, "reason": stop.reason, "errno": stop.errno}
+    if isinstance(stop, ModelRateLimitedError):
+        return {"kind": "rate_limited", "reason": stop.reason}
     return {"kind": "unreachable", "reason": stop.reason}
 
 
@@ -175,4 +205,6 @@ def stop_from_wire(wire: Mapping[str, Any]) -> BatchStop:
     """The exception :func:`stop_to_wire` gave ``wire`` for."""
     if wire["kind"] == "full":
         return StorageFullError(wire["path"], wire["reason"], wire["errno"])
+    if wire["kind"] == "rate_limited":
+        return ModelRateLimitedError(wire["reason"])
     return ModelUnreachableError(wire["reason"])

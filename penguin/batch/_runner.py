@@ -60,7 +60,13 @@ from penguin.approval import ApprovalMode, approver
 from penguin.environment.sandbox import SandboxPolicy
 from penguin.llm import LLM, ClosableLLM
 
-from ._errors import BATCH_STOPS, BatchStop, ModelUnreachableError, StorageFullError
+from ._errors import (
+    BATCH_STOPS,
+    BatchStop,
+    ModelRateLimitedError,
+    ModelUnreachableError,
+    StorageFullError,
+)
 from ._options import check_options
 from ._results import BatchResult, TokenTotals, status_of_run
 from ._tasks import BatchTask
@@ -383,6 +389,8 @@ class _Tally:
     """The last failed model request's message: what a timed-out task was waiting on."""
     unreachable: bool = False
     """The run failed because its model could not be reached at all."""
+    rate_limited: bool = False
+    """The run failed because its model kept refusing it for its rate limit."""
 
     def observe(self, message: om.OmniMessage[om.Payload]) -> None:
         if message.origin:
@@ -436,8 +444,11 @@ class _TaskRunner:
                 status="error",
                 error=str(exc) or type(exc).__name__,
             )
-        if tally.unreachable and stop.cause is None:  # the model's failure, not the task's
-            raise ModelUnreachableError(tally.run_error or "no connection")
+        if stop.cause is None:  # the model's failures, not the task's
+            if tally.unreachable:
+                raise ModelUnreachableError(tally.run_error or "no connection")
+            if tally.rate_limited:
+                raise ModelRateLimitedError(tally.run_error or "rate limited (429)")
         result = self._result(task, tally, started)
         if stop.cause is not None and result.status != "completed":
             if stop.cause == "timeout":
@@ -528,6 +539,7 @@ class _TaskRunner:
             tally.run_error = result.error_message
             tally.turns = result.turns
             tally.unreachable = result.unreachable
+            tally.rate_limited = result.rate_limited
             await session.flush_trace()
             if writer.failure is not None:  # the task's trace is not whole: it failed
                 full = storage_full(writer.failure, self.agent.paths.root)

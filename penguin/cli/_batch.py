@@ -280,11 +280,17 @@ async def _run(
 
 
 _STOPPED: Final = 3
-_Stop: TypeAlias = batch.ResultsWriteError | batch.StorageFullError | batch.ModelUnreachableError
+_Stop: TypeAlias = (
+    batch.ResultsWriteError
+    | batch.StorageFullError
+    | batch.ModelUnreachableError
+    | batch.ModelRateLimitedError
+)
 _AGAIN: Final[dict[type[Exception], str]] = {
     batch.ResultsWriteError: "the results can be written",
     batch.StorageFullError: "there is room again",
     batch.ModelUnreachableError: "the model can be reached again",
+    batch.ModelRateLimitedError: "the limit allows; a lower --concurrency asks less at once",
 }
 """When ``--resume`` is worth running, by what stopped the batch."""
 

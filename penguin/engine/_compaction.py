@@ -88,6 +88,7 @@ class _Summary:
     attempt: int = 1
     error_message: str | None = None
     unreachable: bool = False
+    rate_limited: bool = False
 
 
 @final
@@ -115,8 +116,9 @@ class Compaction:
     ) -> RunResult:
         """Replace the context; ``completed`` on success, else the context is kept.
 
-        The result's ``unreachable`` says a summary request found the model's server
-        unreachable, as a turn's does (``turns`` is left to the caller).
+        The result's ``unreachable`` (``rate_limited``) says a summary request found the
+        model's server unreachable (kept refused for its rate limit), as a turn's does
+        (``turns`` is left to the caller).
         """
         ledger, emit = self.ledger, self.emit
         await emit(om.compaction_begin(reason, mode, ledger.last_request_total, ledger.turns))
@@ -148,6 +150,7 @@ class Compaction:
                     status=result.status,
                     error_message=result.error_message,
                     unreachable=result.unreachable,
+                    rate_limited=result.rate_limited,
                 )
             # The new context exists once these are recorded, whether or not the
             # stream still takes them: record first, then stream.
@@ -219,6 +222,7 @@ class Compaction:
                     attempt=attempt,
                     error_message=error,
                     unreachable=outcome.unreachable,
+                    rate_limited=outcome.rate_limited,
                 )
             if not await wait_to_retry(end.retry_in, interrupt):
                 return _Summary(status="aborted", attempt=attempt)

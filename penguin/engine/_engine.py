@@ -373,6 +373,7 @@ class Engine:
                     error_message=end.outcome.error_message,
                     turns=turns,
                     unreachable=end.outcome.unreachable,
+                    rate_limited=end.outcome.rate_limited,
                 )
                 return await self._end_run(failed, emit)
             turns += 1

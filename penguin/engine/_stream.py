@@ -50,14 +50,17 @@ class RunResult:
     """How a run ended: the status, the model's error when it failed, turns taken.
 
     ``unreachable`` is True when the run failed because its model's server could not be
-    reached at all (connection refused, an unknown host), after the quick retries: a
-    failure of the server, not of the task, which a batch stops on.
+    reached at all (connection refused, an unknown host), after the quick retries;
+    ``rate_limited`` when it failed because the server kept refusing it for its rate
+    limit (HTTP 429) through every retry. Each is a failure of the server, not of the
+    task, which a batch stops on.
     """
 
     status: RunStatus
     error_message: str | None = None
     turns: int = 0
     unreachable: bool = False
+    rate_limited: bool = False
 
 
 @final

@@ -25,7 +25,7 @@ __all__ = ["LLMStreamError"]
 class LLMStreamError(PenguinError):
     """The request failed; ``status`` says how (``timeout`` is worth retrying, ``auth`` is not).
 
-    ``unreachable`` and ``retry_after`` are carried to the outcome
+    ``unreachable``, ``retry_after`` and ``rate_limited`` are carried to the outcome
     (:class:`~penguin.llm.LLMOutcome`).
     """
 
@@ -36,9 +36,11 @@ class LLMStreamError(PenguinError):
         *,
         unreachable: bool = False,
         retry_after: float | None = None,
+        rate_limited: bool = False,
     ) -> None:
         super().__init__(message)
         self.status: om.StopReason = status
         self.message = message
         self.unreachable = unreachable
         self.retry_after = retry_after
+        self.rate_limited = rate_limited

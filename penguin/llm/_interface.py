@@ -90,6 +90,8 @@ class LLMOutcome:
     ``unreachable`` says the server could not be reached at all (connection refused,
     an unknown host): waiting long will not help. ``retry_after`` is the wait in
     seconds the server asked for (HTTP ``Retry-After``), when it said one.
+    ``rate_limited`` says the server refused the request for its rate limit (HTTP 429):
+    a limit of the account or the server, not of the request.
     """
 
     status: om.StopReason
@@ -97,6 +99,7 @@ class LLMOutcome:
     usage: om.TokenCounts | None = None
     unreachable: bool = False
     retry_after: float | None = None
+    rate_limited: bool = False
 
 
 class LLMResponse(Protocol):

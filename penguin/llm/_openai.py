@@ -29,10 +29,11 @@ any other HTTP status, an error object inside the stream   ``failed``
 ``error_message`` says what happened in words: ``cannot connect to <base_url>
 (Connection refused)`` for a server that cannot be reached (the outcome is then
 ``unreachable``), ``server error 500: <the server's message>`` for a 5xx, ``rate
-limited (429): <message>`` for a 429 (with the outcome's ``retry_after`` when the answer
-had a ``Retry-After`` header), the status and the server's message otherwise
-(``401 Unauthorized: bad key``). Whatever was streamed before an error is closed
-with the error's stop reason. Nothing here retries; that is the engine's job.
+limited (429): <message>`` for a 429 (the outcome is then ``rate_limited``, with its
+``retry_after`` when the answer had a ``Retry-After`` header), the status and the
+server's message otherwise (``401 Unauthorized: bad key``). Whatever was streamed
+before an error is closed with the error's stop reason. Nothing here retries; that is
+the engine's job.
 
 Tool call ids are unique per instance: a missing or empty id, or one this instance
 has already handed out, is replaced by a fresh ``call_<24 hex>``.
@@ -291,6 +292,7 @@ class OpenAIChatLLM:
                 decoder.usage,
                 unreachable=error.unreachable,
                 retry_after=error.retry_after,
+                rate_limited=error.rate_limited,
             )
         else:
             assembler.close("completed")
@@ -319,6 +321,7 @@ class OpenAIChatLLM:
                             await _read_capped(response),
                         ),
                         retry_after=retry_after_seconds(response.headers.get("retry-after")),
+                        rate_limited=response.status_code == 429,
                     )
                 in_body = True
                 parser = SSEParser()

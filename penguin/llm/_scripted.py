@@ -126,13 +126,15 @@ class UsageStep:
 class ErrorStep:
     """The turn ends abnormally with ``status`` and ``message``.
 
-    ``unreachable`` and ``retry_after`` are the outcome's (:class:`~penguin.llm.LLMOutcome`).
+    ``unreachable``, ``retry_after`` and ``rate_limited`` are the outcome's
+    (:class:`~penguin.llm.LLMOutcome`).
     """
 
     status: om.StopReason
     message: str
     unreachable: bool = False
     retry_after: float | None = None
+    rate_limited: bool = False
 
 
 Step: TypeAlias = TextStep | ThinkingStep | ToolCallStep | PauseStep | UsageStep | ErrorStep
@@ -213,15 +215,16 @@ def error(
     *,
     unreachable: bool = False,
     retry_after: float | None = None,
+    rate_limited: bool = False,
 ) -> ErrorStep:
     """End the turn with ``status`` (not ``completed``) and ``message``.
 
     ``unreachable`` plays a server that could not be reached, ``retry_after`` one that
-    asked to be retried after that many seconds.
+    asked to be retried after that many seconds, ``rate_limited`` one that answered 429.
     """
     if status == "completed":
         raise ValueError("error() needs a failing status, not 'completed'")
-    return ErrorStep(status, message, unreachable, retry_after)
+    return ErrorStep(status, message, unreachable, retry_after, rate_limited)
 
 
 def turn(*steps: Step) -> Turn:
@@ -357,6 +360,7 @@ class ScriptedLLM:
                         counts,
                         unreachable=step.unreachable,
                         retry_after=step.retry_after,
+                        rate_limited=step.rate_limited,
                     )
         assembler.close("completed")
         await flush()

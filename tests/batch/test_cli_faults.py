@@ -21,6 +21,7 @@ from penguin import batch
 from penguin import config as cfg
 from penguin.batch import BatchResult
 from penguin.cli._batch import ProgressDisplay, _LinesAbove
+from penguin.llm import testing as t
 
 from .scripted import (
     TaskScripts,
@@ -210,6 +211,50 @@ async def test_21_2_a_sigkilled_batch_leaves_nothing_and_resume_runs_each_id_onc
 
     for task_id in ids:  # the second run: quick tasks
         scripts.scripts[task_id] = []
+    done = await penguin(*args, "--resume", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)
+    assert sorted(str(r["id"]) for r in results) == ids  # each id once
+    assert {r["status"] for r in results} == {"completed"}
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [(), ("--workers", "2", "--concurrency", "4")],  # two processes, four tasks each
+    ids=["one-process", "workers"],
+)
+async def test_20_a_model_that_keeps_refusing_for_its_rate_limit_stops_the_batch(
+    model: tuple[TaskScripts, Path], tmp_path: Path, backend: tuple[str, ...]
+) -> None:
+    # Before, each such task got a final `timeout` ("rate limited (429): ..."), which
+    # --resume never runs again: 58 of 200 tasks against a model limited to 20
+    # requests a second, at --concurrency 64.
+    scripts, root = model
+    ids = [f"t{n}" for n in range(8)]
+    limited = t.ErrorReply(429, "Rate limit reached for requests", headers=(("retry-after", "0"),))
+    scripts.scripts["t5"] = [limited]  # every attempt of its first request
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    args = ("batch", str(tasks), "-o", str(out), "--root", str(root), *backend)
+    done = await penguin(*args, cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    stopped = re.search(
+        r"penguin batch: the model kept refusing for its rate limit: rate limited \(429\): Rate"
+        r" limit reached for requests; the batch stopped\. Tasks without a result: (\d+)"
+        r" \(--resume runs them once the limit allows; a lower --concurrency asks less at"
+        r" once\)\n$",
+        stderr,
+    )
+    assert stopped is not None, stderr
+    assert "Traceback" not in stderr
+    first = results_of(out) if out.read_bytes() else []
+    assert "t5" not in {str(r["id"]) for r in first}  # no final result for the limit
+    assert {r["status"] for r in first} <= {"completed"}
+    assert int(stopped[1]) == len(ids) - len(first)
+    assert [step for task_id, step, _ in scripts.requests if task_id == "t5"] == [0] * 6
+
+    del scripts.scripts["t5"]  # the limit allows again
     done = await penguin(*args, "--resume", cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     results = results_of(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import pickle
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import trio.testing
 
 from penguin import batch
 from penguin.batch import BatchResult, BatchTask, run_batch
+from penguin.batch._errors import BatchStop, stop_from_wire, stop_to_wire
 from penguin.batch._runner import run_until_stopped, storage_full, workers_to_start
 from penguin.llm import testing as t
 from penguin.trace import TraceWriteError, read_trace
@@ -442,3 +444,21 @@ def test_20_2_no_more_workers_start_than_the_tasks_fill(
         "penguin batch: starting 2 Ray workers, not 8: 5 tasks at 4 at a time fill them",
         "penguin batch: starting 1 Ray worker, not 4: 1 task at 16 at a time fill it",
     ]
+
+
+def test_20_every_batch_stop_crosses_from_a_worker_to_the_driver_as_itself() -> None:
+    stops: list[BatchStop] = [
+        batch.StorageFullError("/data/t.jsonl", "No space left on device", errno.ENOSPC),
+        batch.ModelUnreachableError("cannot connect to http://127.0.0.1:9/v1 (Connection refused)"),
+        batch.ModelRateLimitedError("rate limited (429): Rate limit reached for requests"),
+    ]
+    for stop in stops:
+        over_a_pipe = stop_from_wire(json.loads(json.dumps(stop_to_wire(stop))))
+        through_ray = pickle.loads(pickle.dumps(stop))
+        for back in (over_a_pipe, through_ray):
+            assert type(back) is type(stop)
+            assert str(back) == str(stop)
+    assert str(stops[2]) == (
+        "the model kept refusing for its rate limit: rate limited (429): Rate limit reached"
+        " for requests"
+    )

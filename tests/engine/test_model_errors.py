@@ -95,6 +95,30 @@ async def test_18_3_a_run_that_fails_on_the_ladder_was_not_unreachable(
     assert not result.unreachable  # the server answered: the task's own result
 
 
+async def test_20_a_run_refused_for_its_rate_limit_through_every_retry_says_so(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    limited = turn(
+        error("timeout", "rate limited (429): slow down", retry_after=1, rate_limited=True)
+    )
+    async with open_harness(tmp_path, ScriptedLLM([limited] * 6)) as h:
+        seen, result = await run_task(h.engine, "hi")
+    assert (result.status, result.error_message) == ("timeout", "rate limited (429): slow down")
+    assert result.rate_limited  # the account's limit, not the task: a batch stops on it
+    assert not result.unreachable
+    assert [e.retry_in_ms for e in request_ends(seen)] == [1000] * 5 + [None]
+    # Only the last attempt counts: a limit that let go before the end is not the reason.
+    broken = turn(error("timeout", "server error 500: boom"))
+    for name in ("again", "once"):
+        (tmp_path / name / "workspace").mkdir(parents=True)
+    async with open_harness(tmp_path / "again", ScriptedLLM([limited] * 5 + [broken])) as h:
+        _, result = await run_task(h.engine, "hi")
+    assert (result.error_message, result.rate_limited) == ("server error 500: boom", False)
+    async with open_harness(tmp_path / "once", ScriptedLLM([limited, turn(text("ok"))])) as h:
+        _, result = await run_task(h.engine, "hi")
+    assert (result.status, result.rate_limited) == ("completed", False)
+
+
 def test_18_3_the_policy_picks_the_waits_from_the_outcome() -> None:
     policy = ReconnectPolicy()
     down = LLMOutcome("timeout", REFUSED, unreachable=True)

@@ -193,7 +193,7 @@ async def test_http_errors_become_stop_reasons(
     async with serve(replying(reply)) as (_, llm):
         messages, outcome = await run(llm)
     assert messages == []
-    assert outcome == LLMOutcome(stop_reason, message)
+    assert outcome == LLMOutcome(stop_reason, message, rate_limited=status == 429)
 
 
 async def test_rate_limit_message() -> None:
@@ -487,7 +487,9 @@ async def test_18_3_a_429_carries_the_servers_retry_after(
     reply = t.ErrorReply(429, "slow down", headers=headers)
     async with serve(replying(reply)) as (_, llm):
         _, outcome = await run(llm)
-    assert outcome == LLMOutcome("timeout", "rate limited (429): slow down", retry_after=wait)
+    assert outcome == LLMOutcome(
+        "timeout", "rate limited (429): slow down", retry_after=wait, rate_limited=True
+    )
 
 
 async def test_18_3_a_5xx_says_server_error_and_is_not_unreachable() -> None:
@@ -495,3 +497,4 @@ async def test_18_3_a_5xx_says_server_error_and_is_not_unreachable() -> None:
         _, outcome = await run(llm)
     assert outcome == LLMOutcome("timeout", "server error 503: overloaded")
     assert not outcome.unreachable
+    assert not outcome.rate_limited  # overloaded is not a rate limit of the account
