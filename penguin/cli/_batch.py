@@ -75,7 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  penguin batch tasks.jsonl -o results.jsonl --backend ray --workers 4\n"
         "  jq -c '.[]' tasks.json | penguin batch - -o results.jsonl\n"
         "\nexit status: 0 every task ran, 1 bad usage, 3 stopped (results not written, a full\n"
-        "disk, the model not reachable), 130 interrupted"
+        "disk, the model not reachable or rate limited: --resume later), 130 interrupted"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
