@@ -20,7 +20,7 @@ import trio
 from penguin import config as cfg
 from penguin._concurrency import collapse_single
 
-from ._errors import BatchOptionError
+from ._errors import BATCH_STOPS, BatchOptionError
 from ._options import check_options
 from ._progress import BatchProgress
 from ._results import BatchResult
@@ -99,8 +99,8 @@ async def run_batch(
     model cannot be reached at all or kept refusing it for its rate limit, stops the
     batch: what still runs is hard-stopped and the stream raises
     :class:`~penguin.batch.StorageFullError`, :class:`~penguin.batch.ModelUnreachableError`
-    or :class:`~penguin.batch.ModelRateLimitedError` (the tasks without a result are
-    the ones to run again).
+    or :class:`~penguin.batch.ModelRateLimitedError` once the results of the tasks that
+    had finished are given (the tasks without a result are the ones to run again).
 
     ``backend="local"`` with ``workers`` above 1 splits the tasks over that many worker
     processes of this machine, each with up to ``concurrency`` sessions (one Trio loop
@@ -151,7 +151,10 @@ async def run_batch(
         running.discard(result.id)
         if progress is not None:
             progress.task_finished(result, trio.current_time(), was_running=was_running)
-        await send.send(result)
+        # At once, with the count: a checkpoint here could be cancelled by a stop after
+        # the result was counted and before it was sent (the buffer is unbounded).
+        send.send_nowait(result)
+        await trio.lowlevel.checkpoint()
 
     if progress is not None:
         progress.start(trio.current_time())
@@ -197,17 +200,24 @@ async def run_batch(
     else:
         raise BatchOptionError("backend", f"unknown backend {backend!r}: use local or ray")
 
+    stopped: list[BaseException] = []
     with collapse_single():  # what stops the batch comes out as itself, not in a group
         async with trio.open_nursery() as nursery:
 
             async def produce() -> None:
                 async with send:
-                    await runner()
+                    try:
+                        with collapse_single():
+                            await runner()
+                    except BATCH_STOPS as exc:  # raised once the results before it are out
+                        stopped.append(exc)
 
             nursery.start_soon(produce)
             async with receive:
                 async for result in receive:
                     yield result
+    if stopped:
+        raise stopped[0]
 
 
 def _plain(policy: SandboxPolicy) -> dict[str, Any]:

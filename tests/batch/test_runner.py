@@ -462,3 +462,35 @@ def test_20_every_batch_stop_crosses_from_a_worker_to_the_driver_as_itself() -> 
         "the model kept refusing for its rate limit: rate limited (429): Rate limit reached"
         " for requests"
     )
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["one-process", "workers"])
+async def test_20_results_finished_before_a_stop_are_still_given_and_counted_once(
+    model: tuple[TaskScripts, Path], workers: int | None
+) -> None:
+    # The consumer is slow: results wait in the stream when t5's limit stops the batch.
+    # They used to be dropped there after the progress had counted them (the command
+    # said "19 completed" beside "Tasks without a result: 182" of 200, with 18 written).
+    scripts, root = model
+    limited = t.ErrorReply(429, "slow down", headers=(("retry-after", "0"),))
+    scripts.scripts["t5"] = [limited]
+    progress = batch.BatchProgress(total=8)
+    got: list[BatchResult] = []
+
+    def t5_gave_up() -> bool:
+        return [task_id for task_id, _, _ in scripts.requests].count("t5") == 6
+
+    async def consume() -> None:
+        tasks = [task(f"t{n}") for n in range(8)]
+        options: dict[str, Any] = {"concurrency": 4, "workers": workers, "progress": progress}
+        async with run_batch(tasks, root=root, **options) as stream:
+            async for result in stream:
+                if not got:
+                    await wait_until(t5_gave_up)
+                got.append(result)
+
+    with pytest.raises(batch.ModelRateLimitedError):
+        await consume()
+    assert "t5" not in [r.id for r in got]
+    assert len(got) == progress.done == progress.statuses["completed"]
+    assert len(got) > 1  # what finished while the consumer waited came through
