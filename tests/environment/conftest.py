@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import uuid
@@ -12,8 +13,9 @@ import psutil
 import pytest
 
 import penguin
+from penguin.environment.supervisor import cgroup_base
 
-from .processes import RUN_VARIABLE, marked_processes
+from .processes import RUN_VARIABLE, alive, marked_processes
 
 SURVIVOR_GRACE = 3.0
 """Seconds a SIGKILLed process may take to leave the process table."""
@@ -71,3 +73,22 @@ async def env(workspace: Path) -> AsyncIterator[penguin.Environment]:
     """An Environment with the default toolset in a fresh workspace."""
     async with penguin.Environment.open(penguin.EnvironmentConfig(workspace_dir=workspace)) as env:
         yield env
+
+
+@pytest.fixture
+def cgroups() -> Path:
+    """This process's cgroup, where the supervisors' are made; skip where none can be."""
+    base = cgroup_base()
+    if base is None:
+        pytest.skip("no cgroup (v2) this process may make one beneath (root, or delegation)")
+    return base
+
+
+@pytest.fixture
+def escapees() -> Iterator[list[int]]:
+    """The escapees' pids; any still alive at the end is killed (the test failed)."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)

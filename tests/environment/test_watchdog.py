@@ -38,6 +38,7 @@ from penguin.llm import testing as t
 
 from ..cli.test_run import configure_model, tool_call_reply
 from .processes import alive
+from .supervisor.test_cgroup import AS_A_MEMBER, ESCAPE, cgroup_of, penguin_cgroups
 from .test_chaos import KINDS
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX processes")
@@ -249,6 +250,26 @@ async def test_9_4_a_killed_host_leaves_nothing_running(
         # The watchdog ends once its sweep is done.
         await poll_until(lambda: not living([watchdog]), time.monotonic() + PROMISE)
         assert not living([watchdog]), "the watchdog outlived its sweep"
+
+
+async def test_9_4_a_killed_host_s_escapee_without_a_marker_ends_with_its_cgroup(
+    tmp_path: Path, hermetic_home: Path, cgroups: Path, escapees: list[int]
+) -> None:
+    # No sweep can find it (no group, tree nor marker); the host's cgroup holds it, and
+    # the watchdog kills and removes the host's cgroups once the host is gone.
+    cmd = f'{AS_A_MEMBER}{ESCAPE} >/dev/null; echo "ready $$"; sleep 1000'
+    async with host(tmp_path, "foreground", cmd, hermetic_home) as running:
+        ready_record = await running.next_record("ready")
+        tag = host_tag_of(ready_record)
+        escapees.append(escapee := int((tmp_path / "escapee.pid").read_text()))
+        ours = {name for name in penguin_cgroups(cgroups) if name.startswith(f"penguin-{tag}-")}
+        assert cgroup_of(escapee).rsplit("/", 1)[-1] in ours
+        assert OWNER_VARIABLE not in psutil.Process(escapee).environ()
+        deadline = await kill_host(running)
+        await poll_until(lambda: not living([psutil.Process(escapee)]), deadline)
+        assert not alive(escapee), f"alive {PROMISE} s after the host's SIGKILL"
+        await poll_until(lambda: not (ours & penguin_cgroups(cgroups)), deadline + PROMISE)
+        assert not (ours & penguin_cgroups(cgroups)), "the host's cgroup was left behind"
 
 
 async def test_9_4_the_watchdog_holds_only_the_link_and_stands_apart(

@@ -47,6 +47,7 @@ from ..supervisor import (
     OWNER_VARIABLE,
     ServerProcess,
     SpawnedProcess,
+    cgroup_base,
     end_process_tree,
     host_watchdog,
     spawn_piped,
@@ -131,7 +132,7 @@ async def _arm_watchdog() -> None:
     watchdog = host_watchdog()
     if not watchdog.running():
         with contextlib.suppress(OSError):  # the commands' own warning covers this host
-            await trio.to_thread.run_sync(watchdog.start)
+            await trio.to_thread.run_sync(watchdog.start, str(cgroup_base() or ""))
 
 
 @asynccontextmanager

@@ -344,8 +344,10 @@ os.register_at_fork(after_in_child=_close_in_child)
 class _Spawner:
     """penguin's end of one layout's spawner: its socket and the ``bwrap`` running it."""
 
-    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], sock: socket.socket, pid: int) -> None:
         self._process = process
+        self.pid = pid
+        """The spawner's own pid (the host's number: there is no PID namespace), not ``bwrap``'s."""
         self._socket = trio.socket.from_stdlib_socket(sock)
         self.fileno = sock.fileno()
         self._sending = trio.Lock()
@@ -577,7 +579,7 @@ def build_namespaces(
     if near is not None:
         if process.stderr is not None:  # read only while bwrap may fail; unread later
             process.stderr.close()
-        return Namespaces(layout, fds, _Spawner(process, near))
+        return Namespaces(layout, fds, _Spawner(process, near, child))
     return Namespaces(layout, fds)
 
 

@@ -18,7 +18,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final, final
@@ -69,6 +69,22 @@ class CommandSandbox:
         self._lock = trio.Lock()
         self._current: Namespaces | None = None
         self._retired: list[Namespaces] = []
+        self._place: Callable[[int], object] | None = None
+
+    def contain(self, place: Callable[[int], object]) -> None:
+        """Give ``place`` every spawner's pid, now and as each new one starts.
+
+        The command supervisor's cgroup (``supervisor/_cgroup``): a spawner placed before
+        its first start makes every command it starts a member from its first
+        instruction, which a placement after the start cannot promise. A spawner is
+        placed before any command is sent to it, under the lock that makes it. Its
+        ``bwrap`` stays out: killed together, ``bwrap`` would leave the spawner to be
+        reaped by PID 1, which in some containers reaps nothing.
+        """
+        self._place = place
+        for namespaces in (*self._retired, *([self._current] if self._current else [])):
+            if namespaces.spawner is not None:
+                place(namespaces.spawner.pid)
 
     def layout(self) -> Layout:
         """The policy resolved now (X1.2: at each command start and file-tool call)."""
@@ -149,6 +165,8 @@ class CommandSandbox:
                 fresh = await trio.to_thread.run_sync(
                     functools.partial(build_namespaces, layout, env, spawner=_HAS_PIDFD)
                 )
+                if self._place is not None and fresh.spawner is not None:
+                    self._place(fresh.spawner.pid)
                 if current is not None:
                     self._retired.append(current)
                 self._current = current = fresh

@@ -8,7 +8,8 @@ runs in its own process group and never outlives the Environment that started it
 
 The pure parts (``_buffer``, ``_registry``, ``_environ``, URL scanning in
 ``_service_url``, the report wording in ``_reports``) are sans-IO; ``_process`` starts
-and ends process trees and ``_commands`` is the Trio shell that ties them together;
+and ends process trees, ``_cgroup`` keeps an Environment's commands in a cgroup of their
+own where the kernel allows it, and ``_commands`` is the Trio shell that ties them together;
 ``_subagents`` is the same shape for child sessions, which it reaches only through the
 injected runner. Both supervisors post their completion reports to one
 ``ReportChannel`` that their owner (the Environment) makes and hands to each. This
@@ -19,6 +20,7 @@ way); users reach it through ``Environment``.
 
 from __future__ import annotations
 
+from ._cgroup import cgroup_base as cgroup_base
 from ._commands import COMMAND_CAP as COMMAND_CAP
 from ._commands import BackgroundCommand as BackgroundCommand
 from ._commands import CommandSession as CommandSession
@@ -84,6 +86,7 @@ __all__ = [
     "SubagentSupervisor",
     "SubagentSupervisorClosedError",
     "SupervisorClosedError",
+    "cgroup_base",
     "end_process_tree",
     "host_watchdog",
     "kill_marked",

@@ -93,11 +93,13 @@ from penguin._log import warn
 
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
+from ._cgroup import CommandCgroup, cgroup_base
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._login import LoginFiles, SharedLogin
 from ._mounts import on_local_disk
 from ._process import (
     DEFAULT_GRACE,
+    KILL_SETTLE,
     ExitWatch,
     SpawnedProcess,
     end_process_tree,
@@ -145,6 +147,8 @@ command wrote before it exited is delivered, not dropped)."""
 PUMP_CHUNK: Final = 256 * 1024
 PROBE_TIMEOUT: Final = 1.5
 PROBE_INTERVAL: Final = 5.0
+CGROUP_POLL: Final = 0.005
+"""Seconds between tries to remove a supervisor's cgroup whose killed are still dying."""
 _RELEASE_MARGIN: Final = 5.0
 """How long ending a tree may take beyond its grace period before the last resort."""
 
@@ -325,6 +329,7 @@ class CommandSession:
         executable: str | None = None,
         background: bool = False,
         sandbox: CommandSandbox | None = None,
+        place: Callable[[int], object] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """The session's task: spawn, pump, watch, and on release end everything.
@@ -334,12 +339,15 @@ class CommandSession:
         ``background`` task reports started at once and spawns on its own: a failure
         is then the session's exit status (``spawn error: …``), passed to ``on_exit``.
         ``environment`` gives the child's environment (it may wait for the login
-        environment; a release ends that wait and nothing is started).
+        environment; a release ends that wait and nothing is started). ``place`` is
+        given the root's pid as soon as it has started (the supervisor's cgroup).
         """
         try:
             if background:
                 task_status.started()
-            spawned = await self._spawn(argv, environment, tty, executable, background, sandbox)
+            spawned = await self._spawn(
+                argv, environment, tty, executable, background, sandbox, place
+            )
             if spawned is None:
                 if self.exit_status is not None:
                     await on_exit(self)
@@ -423,6 +431,7 @@ class CommandSession:
         executable: str | None,
         background: bool,
         sandbox: CommandSandbox | None = None,
+        place: Callable[[int], object] | None = None,
     ) -> SpawnedProcess | None:
         """Start the process; ``None`` when released first or (background) it failed.
 
@@ -437,7 +446,14 @@ class CommandSession:
                 return None
             try:
                 spawned = await _start_process(
-                    argv, self.cwd, env, tty, executable, sandbox, follow_links=self.follow_links
+                    argv,
+                    self.cwd,
+                    env,
+                    tty,
+                    executable,
+                    sandbox,
+                    follow_links=self.follow_links,
+                    place=place,
                 )
             except SpawnError as exc:
                 if not background:
@@ -785,10 +801,13 @@ async def _start_process(
     sandbox: CommandSandbox | None,
     *,
     follow_links: bool = False,
+    place: Callable[[int], object] | None = None,
 ) -> SpawnedProcess:
     """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot.
 
-    ``follow_links``: ``cwd`` is not known to be resolved (see ``_mounts``).
+    ``follow_links``: ``cwd`` is not known to be resolved (see ``_mounts``). ``place``
+    is given the root's pid at once, before any checkpoint (``_cgroup``: the sooner
+    the root is placed, the less it can fork outside).
     """
     try:
         spawned = None
@@ -809,7 +828,22 @@ async def _start_process(
         raise SpawnError(_os_error_text(exc)) from exc
     except ValueError as exc:  # an embedded NUL byte in the command, cwd or env
         raise SpawnError(str(exc)) from exc
+    if place is not None:
+        place(spawned.pid)
     return spawned
+
+
+async def _close_cgroup(cgroup: CommandCgroup) -> None:
+    """Kill what is left in ``cgroup`` and remove it, waiting up to :data:`KILL_SETTLE`.
+
+    A cgroup whose killed are still dying then is left behind, empty once they are;
+    the host's watchdog removes it when the host ends.
+    """
+    deadline = trio.current_time() + KILL_SETTLE
+    gone = cgroup.close()
+    while not gone and trio.current_time() < deadline:
+        await trio.sleep(CGROUP_POLL)
+        gone = cgroup.remove()
 
 
 def _os_error_text(exc: OSError) -> str:
@@ -881,6 +915,9 @@ class CommandSupervisor:
         self._closed = False
         self._spawned_any = False
         self._sweep_since = 0.0
+        self._cgroup: CommandCgroup | None = None
+        """Where every command is placed (``_cgroup``), made with the first spawn."""
+        self._cgroup_tried = False
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
@@ -972,7 +1009,7 @@ class CommandSupervisor:
         if watchdog.running():
             return
         try:
-            await trio.to_thread.run_sync(watchdog.start)
+            await trio.to_thread.run_sync(watchdog.start, str(cgroup_base() or ""))
         except OSError as error:
             if not self._watchdog_warned:
                 self._watchdog_warned = True
@@ -1000,6 +1037,11 @@ class CommandSupervisor:
         async def environment() -> Mapping[str, str]:
             base = await self.login_environment()
             await self._arm_watchdog()
+            if not self._cgroup_tried:
+                self._cgroup_tried = True
+                self._cgroup = CommandCgroup.make(host_watchdog().tag())
+                if self._cgroup is not None and self.sandbox is not None:
+                    self.sandbox.contain(self._cgroup.place)
             env = {**self._shared_environment(base), OWNER_VARIABLE: owner}
             if self.sandbox is not None:  # its TMPDIR over the vault's and the login's
                 env = {**env, **self.sandbox.environment()}
@@ -1079,6 +1121,7 @@ class CommandSupervisor:
                 self._shell.executable,
                 self.sandbox,
                 follow_links=session.follow_links,
+                place=self._place,
             )
         except BaseException:
             session.ended.set()  # nothing started (aclose may be waiting for it)
@@ -1110,7 +1153,13 @@ class CommandSupervisor:
             executable=self._shell.executable,
             background=background,
             sandbox=self.sandbox,
+            place=self._place,
         )
+
+    def _place(self, pid: int) -> None:
+        """Put a command's root in the supervisor's cgroup, if it has one (``_cgroup``)."""
+        if self._cgroup is not None:
+            self._cgroup.place(pid)
 
     # ------------------------------------------------------------------ registry
 
@@ -1351,6 +1400,8 @@ class CommandSupervisor:
             if session.started and session.running:
                 signal_group(session.spawned.pgid, signal.SIGKILL)
         kill_marked(f"{self.tag}/", prefix=True)
+        if self._cgroup is not None:  # the watchdog removes it once the host is gone
+            self._cgroup.kill()
 
     async def aclose(self) -> None:
         """Dispose (4.12): no new spawns, no reports, every session ended and waited for.
@@ -1372,3 +1423,6 @@ class CommandSupervisor:
                 await session.ended.wait()
             if self._spawned_any:  # only a spawn can have left a marked process behind
                 await sweep_marked(f"{self.tag}/", prefix=True, newer_than=self._sweep_since)
+            if self._cgroup is not None:  # what left group, tree and marker: the kernel knows
+                await _close_cgroup(self._cgroup)
+                self._cgroup = None

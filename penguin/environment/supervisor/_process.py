@@ -76,11 +76,13 @@ Rules that keep it safe and cheap:
 
 Limits: a process that both left the tree and the group *and* removed the marker from
 its environment (``env -u PENGUIN_OWNER setsid …``) cannot be told from a stranger's,
-and survives. So can a process in another user's name (setuid), which we may not
-signal anyway. A pid given out of the kernel's order (``ns_last_pid`` written by a
-checkpoint/restore tool, root only) escapes the first read of a command that already
-exited, as it escapes ``_proctable``'s cache of older processes; the session's closing
-sweep of its marker still finds it.
+and survives its command; where the supervisor has a cgroup (``_cgroup``) it ends with
+the Environment, else it survives that too. So can a process in another user's name
+(setuid), which we may not signal anyway (a cgroup's kill reaches it). A pid given out
+of the kernel's order (``ns_last_pid`` written by a checkpoint/restore tool, root only)
+escapes the first read of a command that already exited, as it escapes
+``_proctable``'s cache of older processes; the session's closing sweep of its marker
+still finds it.
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ How it works, and what keeps it safe:
   watchdog does) and ``/`` as its directory, carries no owner marker (an enclosing
   penguin that runs this host as a command does not kill it before its sweep), and
   exits once its sweep is done and what it killed is gone.
+- **The host's cgroups.** Where the host makes its commands' cgroups (``_cgroup``), it
+  names their directory on the watchdog's command line; after its sweep the watchdog
+  writes ``cgroup.kill`` of each ``penguin-<host tag>-*`` there and removes them, so a
+  process that dropped its marker still ends.
 
 The state of the host side is process-wide by nature (one watchdog per process), so it
 is one module-level :class:`HostWatchdog`; it resets itself in a forked child.
@@ -59,7 +63,15 @@ import time
 from collections.abc import Iterable
 from typing import Final, final
 
-__all__ = ["HOST_TAG", "HostWatchdog", "host_watchdog", "kill_process", "main", "sweep"]
+__all__ = [
+    "HOST_TAG",
+    "HostWatchdog",
+    "end_cgroups",
+    "host_watchdog",
+    "kill_process",
+    "main",
+    "sweep",
+]
 
 OWNER_VARIABLE: Final = "PENGUIN_OWNER"
 """As ``_process.OWNER_VARIABLE`` (repeated: this module imports nothing of penguin)."""
@@ -121,16 +133,19 @@ class HostWatchdog:
             reaped = pid  # someone else reaped it
         return reaped != pid
 
-    def start(self) -> None:
+    def start(self, cgroups: str = "") -> None:
         """Make sure this host's watchdog runs (blocking; run it in a thread).
 
-        Raises ``OSError`` when it cannot be started; the commands then run without it.
+        ``cgroups`` is the directory where the host makes its commands' cgroups
+        (``_cgroup.cgroup_base``; empty: none), which the watchdog kills and removes
+        after its sweep. Raises ``OSError`` when it cannot be started; the commands then
+        run without it.
         """
         with self._lock:
             if self.running():
                 return
             self._close_link()
-            argv = _watchdog_argv(self._tag, _own_start_time())
+            argv = _watchdog_argv(self._tag, _own_start_time(), cgroups)
             env = {k: v for k, v in os.environ.items() if k != OWNER_VARIABLE}
             read_end, write_end = os.pipe()  # both close-on-exec
             read_end, write_end = _above_stdio(read_end), _above_stdio(write_end)
@@ -181,13 +196,13 @@ def host_watchdog() -> HostWatchdog:
     return _HOST
 
 
-def _watchdog_argv(tag: str, newer_than: str) -> list[str]:
+def _watchdog_argv(tag: str, newer_than: str, cgroups: str = "") -> list[str]:
     if not sys.executable or getattr(sys, "frozen", False):
         raise OSError("no Python interpreter to run the watchdog with (sys.executable)")
     # -I: no user site, no PYTHON* variables, no script directory on the path. -S: no
     # site at all where psutil is not needed, for the fastest start.
     flags = ["-I", "-S"] if _PROCFS else ["-I"]
-    return [sys.executable, *flags, os.path.abspath(__file__), tag, newer_than]
+    return [sys.executable, *flags, os.path.abspath(__file__), tag, newer_than, cgroups]
 
 
 def _own_start_time() -> str:
@@ -395,6 +410,44 @@ def sweep(tag: str, newer_than: float) -> list[Identity]:
     return list(killed)
 
 
+def end_cgroups(base: str, tag: str, deadline: float) -> list[str]:
+    """Kill what lives in the host's cgroups (``penguin-<tag>-*`` in ``base``), remove them.
+
+    Returns the names of those it could not remove by ``deadline`` (the killed were
+    still dying). ``_cgroup`` is the host's side; this is the same, in ``os`` alone.
+    """
+    if not HOST_TAG.fullmatch(tag):
+        raise ValueError(f"not a host tag: {tag!r}")
+    prefix = f"penguin-{tag}-"
+    try:
+        left = [name for name in os.listdir(base) if name.startswith(prefix)]
+    except OSError:
+        return []
+    for name in left:
+        with contextlib.suppress(OSError), open(os.path.join(base, name, "cgroup.kill"), "wb") as f:
+            f.write(b"1")
+    while True:
+        left = [name for name in left if not _rmdir_tree(os.path.join(base, name))]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.005)
+
+
+def _rmdir_tree(top: str) -> bool:
+    """``rmdir`` a cgroup after the ones beneath it; whether it is gone."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(top):
+            if entry.is_dir(follow_symlinks=False):
+                _rmdir_tree(entry.path)
+    try:
+        os.rmdir(top)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def _wait_gone(identities: Iterable[Identity], deadline: float) -> None:
     left = list(identities)
     while left and time.monotonic() < deadline:
@@ -419,10 +472,10 @@ def _wait_for_host() -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """The watchdog: ``_watchdog.py HOST_TAG NEWER_THAN``, the link on standard input."""
+    """The watchdog: ``_watchdog.py HOST_TAG NEWER_THAN [CGROUPS]``, the link on standard input."""
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
-    if len(argv) != 3 or not HOST_TAG.fullmatch(argv[1]):
+    if len(argv) not in (3, 4) or not HOST_TAG.fullmatch(argv[1]):
         return 2
     try:
         newer_than = float(argv[2])
@@ -433,7 +486,10 @@ def main(argv: list[str]) -> int:
     if not _wait_for_host():
         return 2  # nothing to watch: never sweep on a guess
     killed = sweep(argv[1], newer_than)
-    _wait_gone(killed, time.monotonic() + GONE_DEADLINE)
+    deadline = time.monotonic() + GONE_DEADLINE
+    if len(argv) == 4 and argv[3]:  # what escaped the sweep ends with its cgroup
+        end_cgroups(argv[3], argv[1], deadline)
+    _wait_gone(killed, deadline)
     return 0
 
 

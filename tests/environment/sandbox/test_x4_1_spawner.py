@@ -25,7 +25,8 @@ import trio
 import penguin
 from penguin.environment.sandbox import _linux, _spawner
 
-from ..processes import spawned_tasks, wait_gone
+from ..processes import alive, spawned_tasks, wait_gone
+from ..supervisor.test_cgroup import ESCAPE, cgroup_of, penguin_cgroups
 from .conftest import tree_digest
 from .test_enforcement import call, sandboxed, sh
 
@@ -251,7 +252,7 @@ def _bare_spawner(without_stdin: bool = False) -> Iterator[_linux._Spawner]:
     assert process.stdout is not None
     assert process.stdout.readline() == b"ready\n"
     process.stdout.close()
-    spawner = _linux._Spawner(process, near)
+    spawner = _linux._Spawner(process, near, process.pid)
     try:
         yield spawner
     finally:
@@ -414,3 +415,23 @@ def test_x4_1_the_spawners_replies_are_json_as_json_writes_it(text: str) -> None
 def test_x4_1_a_start_request_the_spawner_cannot_read_is_refused(data: bytes) -> None:
     with pytest.raises(LookupError):
         _spawner._start(data, [0, 1, 2])
+
+
+async def test_x4_1_a_sandboxed_command_is_in_its_cgroup_from_its_first_instruction(
+    tmp_path: Path, cgroups: Path, escapees: list[int]
+) -> None:
+    # Its spawner was placed before it started anything, so a command that escapes at
+    # once (no wait to be placed, as unsandboxed commands need) is a member too.
+    before = penguin_cgroups(cgroups)
+    async with sandboxed(tmp_path) as env:
+        first = await call(env, "exec_command", cmd="cat /proc/self/cgroup")
+        out = await call(env, "exec_command", cmd=ESCAPE)  # at once: no wait to be placed
+        assert out.stop_reason == "completed", out.output
+        escapees.append(pid := int(out.output))
+        assert alive(pid)
+        assert cgroup_of(pid) == next(
+            line[3:] for line in first.output.splitlines() if line.startswith("0::")
+        )
+        assert cgroup_of(pid).rsplit("/", 1)[-1].startswith("penguin-host-")
+    await wait_gone([pid])
+    assert penguin_cgroups(cgroups) == before
