@@ -348,9 +348,15 @@ class Environment:
     async def open(cls, config: EnvironmentConfig) -> AsyncIterator[Self]:
         """Open an Environment for ``config``; leaving the block ends its background work.
 
-        Raises :class:`WorkspaceError` when the workspace is not an existing directory.
+        Raises :class:`WorkspaceError` when the workspace is not an existing directory,
+        and ``TypeError`` for anything but an :class:`EnvironmentConfig`.
         """
         require_trio("Environment.open")
+        if not isinstance(config, EnvironmentConfig):  # a path, most likely: say what to pass
+            raise TypeError(
+                "Environment.open() takes an EnvironmentConfig, such as"
+                f" EnvironmentConfig(workspace_dir=...), not a {type(config).__name__}"
+            )
         login = config.shared_login
         entries = default_tools() if config.tools is None else config.tools
         if login is None or not any(entry.name == "exec_command" for entry in entries):

@@ -1004,3 +1004,13 @@ async def test_20_1_calls_sharing_an_interrupt_one_after_another_start_one_watch
             )
         finally:
             trio.lowlevel.remove_instrument(watches)
+
+
+@pytest.mark.parametrize("given", ["workspace", Path("workspace")])
+async def test_opening_with_a_path_instead_of_a_config_says_what_to_pass(given: object) -> None:
+    with pytest.raises(
+        TypeError, match=r"^Environment\.open\(\) takes an EnvironmentConfig,"
+    ) as info:
+        async with penguin.Environment.open(given):  # type: ignore[arg-type]
+            pass
+    assert str(info.value).endswith(f"not a {type(given).__name__}")
