@@ -11,6 +11,9 @@ in a worker thread: ``trio.to_thread.run_sync``'s contract at about half its CPU
 the calls every session makes several times. :func:`run_leavable_in_worker` is the
 call a tool makes on the user's files, which a file server that stopped answering can
 hold for minutes: a cancel waits for it a second at most, then leaves it to its thread.
+
+:class:`EnterFirst` is a stream's ``async with`` block that says how to use it when a
+caller iterates or awaits it instead.
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Final, NoReturn, TypeVar, TypeVarTuple, final
+from contextlib import AbstractAsyncContextManager, contextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Generic, NoReturn, TypeVar, TypeVarTuple, final
 
 import outcome
 import trio
 
 __all__ = [
+    "EnterFirst",
     "collapse_single",
     "error_text",
     "require_trio",
@@ -35,6 +40,52 @@ __all__ = [
 
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
+
+
+
+@final
+class EnterFirst(AbstractAsyncContextManager[_T], Generic[_T]):
+    """``inner``, an ``async with`` block, that says how to enter it when it is iterated.
+
+    ``async for m in session.run(...)`` (no ``async with``) otherwise fails with Python's
+    ``'async for' requires an object with __aiter__ method, got
+    _AsyncGeneratorContextManager``, which names neither penguin nor the cure. This
+    raises ``TypeError`` naming ``what`` was called and ``example``, the right form,
+    and does the same for ``await``. Type checkers do not see those two methods, so
+    they still flag the mistake before it runs.
+    """
+
+    __slots__ = ("_example", "_inner", "_what")
+
+    def __init__(self, inner: AbstractAsyncContextManager[_T], what: str, example: str) -> None:
+        self._inner = inner
+        self._what = what
+        self._example = example
+
+    async def __aenter__(self) -> _T:
+        return await self._inner.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(kind, error, traceback)
+
+    if not TYPE_CHECKING:
+
+        def __aiter__(self) -> NoReturn:
+            raise TypeError(
+                f"{self._what} is entered with 'async with' first, and the stream it gives"
+                f" is iterated: {self._example}"
+            )
+
+        def __await__(self) -> NoReturn:
+            raise TypeError(
+                f"{self._what} is not awaited but entered with 'async with': {self._example}"
+            )
+
 
 WORKER_SLOTS: Final = 40
 """Calls :func:`run_in_worker` runs at once in threads of its own (as many as Trio's

@@ -44,6 +44,7 @@ from penguin import _log
 from penguin import config as cfg
 from penguin import protocol as om
 from penguin._concurrency import (
+    EnterFirst,
     collapse_single,
     require_trio,
     run_in_worker,
@@ -984,12 +985,16 @@ class Session:
         """
         if self.subagent_runner is not None:
             self.subagent_runner.thinking_level = thinking_level
-        return self._engine.run(
-            messages,
-            approve=approve,
-            interrupt=interrupt,
-            thinking_level=thinking_level,
-            max_turns=max_turns,
+        return EnterFirst(
+            self._engine.run(
+                messages,
+                approve=approve,
+                interrupt=interrupt,
+                thinking_level=thinking_level,
+                max_turns=max_turns,
+            ),
+            "session.run(...)",
+            "async with session.run(messages) as stream: async for message in stream: ...",
         )
 
     def steer(self, messages: Iterable[om.OmniMessage[om.Payload]]) -> bool:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pathlib
+import re
 import traceback
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import trio
@@ -172,3 +174,39 @@ def test_penguin_under_asyncio_says_it_runs_on_trio_and_how(
         asyncio.run(under_asyncio())
     assert str(caught.value).startswith(f"{entry} runs on Trio, and this is not a Trio run")
     assert "trio.lowlevel.start_guest_run" in str(caught.value)
+
+
+async def test_a_stream_iterated_or_awaited_without_async_with_says_how_to_enter_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Without EnterFirst: "'async for' requires an object with __aiter__ method, got
+    # _AsyncGeneratorContextManager", which names neither penguin nor the cure.
+    import penguin
+    from penguin import protocol as om
+    from penguin.llm import ScriptedLLM, text, turn
+
+    agent = penguin.Agent.open(tmp_path / "data")
+    call = om.tool_call("exec_command", {"description": "d", "cmd": "echo hi"}, "c1")
+    async with agent.session(tmp_path, llm=ScriptedLLM([turn(text("hi"))])) as session:
+        env = session.environment
+        cases: list[tuple[Any, str]] = [  # Any: a type checker flags these before they run
+            (session.run([om.user_text("hello")]), "session.run(...)"),
+            (env.execute_tool(call), "Environment.execute_tool(...)"),
+        ]
+        for opened, what in cases:
+            with pytest.raises(TypeError) as iterated:
+                async for _ in opened:
+                    pass  # pragma: no cover
+            assert str(iterated.value).startswith(
+                f"{what} is entered with 'async with' first, and the stream it gives is"
+                " iterated: async with "
+            )
+            with pytest.raises(TypeError, match=rf"^{re.escape(what)} is not awaited but"):
+                await opened
+        async with session.run([om.user_text("hello")]) as stream:  # the right way still works
+            said = [m async for m in stream]
+        async with env.execute_tool(call) as stream:
+            output = [m async for m in stream][-1]
+    assert any(isinstance(m.payload, om.TextPayload) and m.payload.text == "hi" for m in said)
+    assert isinstance(output.payload, om.ToolCallOutputPayload)
+    assert output.payload.output == "hi\n"

@@ -48,7 +48,7 @@ import math
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, Self, final
 
@@ -57,6 +57,7 @@ import trio
 
 from penguin import protocol as om
 from penguin._concurrency import (
+    EnterFirst,
     collapse_single,
     error_text,
     require_trio,
@@ -522,22 +523,36 @@ class Environment:
 
     # ------------------------------------------------------------------ execution
 
-    @asynccontextmanager
-    async def execute_tool(
+    def execute_tool(
         self,
         call: om.OmniMessage[om.ToolCallPayload],
         *,
         interrupt: trio.Event | None = None,
         approve: om.ApproveFn | None = None,
-    ) -> AsyncIterator[trio.MemoryReceiveChannel[Message]]:
-        """Run one tool call; iterate the yielded channel for its messages.
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[Message]]:
+        """Run one tool call (``async with env.execute_tool(call) as stream``).
 
-        ``interrupt`` ends the call gracefully (``[interrupted: tool aborted by
-        user]``, stop ``aborted``), even when already set: the tool then starts inside
-        an already-cancelled scope. ``approve`` is passed to tools that run nested
-        sessions. Leaving the block before the complete message is a hard stop: the
-        tool is cancelled and nothing more is emitted.
+        Iterate the stream for the call's messages. ``interrupt`` ends the call
+        gracefully (``[interrupted: tool aborted by user]``, stop ``aborted``), even
+        when already set: the tool then starts inside an already-cancelled scope.
+        ``approve`` is passed to tools that run nested sessions. Leaving the block
+        before the complete message is a hard stop: the tool is cancelled and nothing
+        more is emitted.
         """
+        return EnterFirst(
+            self._execute_tool(call, interrupt=interrupt, approve=approve),
+            "Environment.execute_tool(...)",
+            "async with env.execute_tool(call) as stream: async for message in stream: ...",
+        )
+
+    @asynccontextmanager
+    async def _execute_tool(
+        self,
+        call: om.OmniMessage[om.ToolCallPayload],
+        *,
+        interrupt: trio.Event | None,
+        approve: om.ApproveFn | None,
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[Message]]:
         self._check_open()
         send, receive = trio.open_memory_channel[Message](_STREAM_BUFFER)
 
