@@ -42,7 +42,6 @@ _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
 
-
 @final
 class EnterFirst(AbstractAsyncContextManager[_T], Generic[_T]):
     """``inner``, an ``async with`` block, that says how to enter it when it is iterated.

@@ -70,6 +70,7 @@ async def run_batch(
     interrupt: trio.Event | None = None,
     progress: BatchProgress | None = None,
     sandbox: SandboxPolicy | None = None,
+    discard_workspaces: bool = False,
 ) -> AsyncGenerator[BatchResult, None]:
     """Run ``tasks`` as sessions of one agent, yielding each result as its task ends.
 
@@ -95,9 +96,11 @@ async def run_batch(
     processes and closes its trace, but no further results come. ``progress`` is
     kept up to date as tasks start and end. ``sandbox`` is the sessions' policy
     (spec/sandbox.md; a task's ``sandbox`` goes over it; ``None``: the project file's
-    ``[sandbox]``, else none). A task that finds the data root's disk full, or whose
-    model cannot be reached at all or kept refusing it for its rate limit, stops the
-    batch: what still runs is hard-stopped and the stream raises
+    ``[sandbox]``, else none). ``discard_workspaces`` removes each task's temporary
+    workspace (a template's copy, or the empty one) once its session has ended, before
+    its result is given; the result's ``workspace`` still names it. A task that finds
+    the data root's disk full, or whose model cannot be reached at all or kept refusing
+    it for its rate limit, stops the batch: what still runs is hard-stopped and the stream raises
     :class:`~penguin.batch.StorageFullError`, :class:`~penguin.batch.ModelUnreachableError`
     or :class:`~penguin.batch.ModelRateLimitedError` once the results of the tasks that
     had finished are given (the tasks without a result are the ones to run again).
@@ -125,6 +128,8 @@ async def run_batch(
     )
     if sandbox is not None:
         settings = attrs.evolve(settings, sandbox=_plain(sandbox))
+    if discard_workspaces:
+        settings = attrs.evolve(settings, discard_workspaces=True)
     check_options(workers=workers)
     check_unique_ids(task_list)
     stop = interrupt if interrupt is not None else trio.Event()

@@ -41,6 +41,7 @@ import functools
 import math
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -112,6 +113,9 @@ class BatchSettings:
     sandbox: dict[str, Any] | None = None
     """The batch's sandbox as plain values (``SandboxPolicy`` fields); ``None``: the
     project file's ``[sandbox]``, else none."""
+    discard_workspaces: bool = False
+    """Remove each task's temporary workspace once its session has ended (never a
+    ``workspace`` the task line gave)."""
 
 
 def settings_to_wire(settings: BatchSettings) -> dict[str, Any]:
@@ -426,11 +430,7 @@ class _TaskRunner:
         tally = _Tally()
         timeout_s = task.timeout_s if task.timeout_s is not None else self.settings.timeout_s
         try:
-            stop = await run_until_stopped(
-                functools.partial(self._work, task, tally),
-                interrupt=self.interrupt,
-                timeout_s=timeout_s,
-            )
+            stop = await self._run(task, tally, timeout_s)
         except Exception as exc:  # penguin could not run this task; the batch goes on
             full = storage_full(exc, self.agent.paths.root)
             if full is exc:
@@ -461,6 +461,19 @@ class _TaskRunner:
                 reason += f"; stopped hard {HARD_STOP_GRACE_S:g} s later"
             result = attrs.evolve(result, status=stop.cause, error=reason)
         return result
+
+    async def _run(self, task: BatchTask, tally: _Tally, timeout_s: float | None) -> TaskStop:
+        """The task's session, start to end; then its temporary workspace, if it goes."""
+        try:
+            return await run_until_stopped(
+                functools.partial(self._work, task, tally),
+                interrupt=self.interrupt,
+                timeout_s=timeout_s,
+            )
+        finally:
+            # The session has ended (its processes with it): nothing writes there now.
+            if self.settings.discard_workspaces and task.workspace is None and tally.workspace:
+                await run_in_worker(_discard_workspace, tally.workspace)
 
     def _result(self, task: BatchTask, tally: _Tally, started: float) -> BatchResult:
         counts = tally.tokens or om.TokenCounts()
@@ -561,6 +574,22 @@ def _prepare_workspace(task: BatchTask, paths: cfg.AgentPaths) -> Path:
     if template is not None:
         shutil.copytree(template, fresh, symlinks=True, dirs_exist_ok=True)
     return fresh
+
+
+def _discard_workspace(path: str) -> None:
+    """Remove a task's temporary workspace (``--discard-workspaces``); say what stays."""
+    left: list[str] = []
+
+    def failed(name: str, error: BaseException) -> None:
+        if not left and not isinstance(error, FileNotFoundError):  # gone is what we want
+            left.append(f"{name}: {error}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda _f, name, error: failed(name, error))
+    else:
+        shutil.rmtree(path, onerror=lambda _f, name, info: failed(name, info[1]))
+    if left:
+        warn(f"[penguin] batch: the workspace {path} was not removed whole ({left[0]})")
 
 
 @final

@@ -140,6 +140,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default: one per cluster CPU); at most one per N tasks",
     )
     parser.add_argument(
+        "--discard-workspaces",
+        action="store_true",
+        help="remove each task's temporary workspace (a template's copy, or the empty "
+        "one) once the task has ended; a task's own workspace is never touched",
+    )
+    parser.add_argument(
         "--gather-traces",
         action="store_true",
         help="copy each Ray task's trace back under this machine's agent",
@@ -343,6 +349,7 @@ async def _stream_results(
             interrupt=controls.interrupt,
             progress=progress,
             sandbox=args.sandbox_policy,
+            discard_workspaces=args.discard_workspaces,
         ) as stream:
             async for result in stream:
                 await results.append(result)

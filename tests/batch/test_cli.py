@@ -484,3 +484,27 @@ async def test_b2_6_without_ray_the_ray_backend_exits_1_with_the_install_command
     assert done.returncode == 1
     assert "pip install 'penguin[ray]'" in done.stderr.decode()
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_b1_1_discard_workspaces_leaves_no_temporary_workspace(
+    model: tuple[TaskScripts, Path], tmp_path: Path, workers: str
+) -> None:
+    scripts, root = model
+    ids = [f"t{n}" for n in range(4)]
+    scripts.scripts = {i: [exec_reply(f"echo {i} > made.txt")] for i in ids}
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [task_line(i) for i in ids])
+    out = tmp_path / "results.jsonl"
+    done = await penguin(
+        "batch", str(tasks), "-o", str(out), "--root", str(root), "--discard-workspaces",
+        "--workers", workers, "--concurrency", "2", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    results = results_of(out)
+    assert sorted(str(r["id"]) for r in results) == ids
+    assert {r["status"] for r in results} == {"completed"}
+    for result in results:  # the path is still given, and nothing is there
+        assert "/workspaces/tmp-" in str(result["workspace"])
+        assert not await trio.Path(str(result["workspace"])).exists()
+    workspaces = root / "default_project" / "agents" / "default_agent" / "workspaces"
+    assert not list(workspaces.glob("tmp-*"))

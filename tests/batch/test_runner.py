@@ -494,3 +494,34 @@ async def test_20_results_finished_before_a_stop_are_still_given_and_counted_onc
     assert "t5" not in [r.id for r in got]
     assert len(got) == progress.done == progress.statuses["completed"]
     assert len(got) > 1  # what finished while the consumer waited came through
+
+
+async def test_b1_1_discard_workspaces_removes_the_temporary_ones_as_their_tasks_end(
+    model: tuple[TaskScripts, Path], tmp_path: Path
+) -> None:
+    scripts, root = model
+    template = tmp_path / "template"
+    template.mkdir()
+    (template / "seed.txt").write_text("seed\n")
+    given = tmp_path / "given"
+    given.mkdir()
+    for task_id in ("copy", "given", "fresh"):
+        scripts.scripts[task_id] = [exec_reply(f"mkdir -p deep/er; echo {task_id} > deep/er/f")]
+    scripts.scripts["hang"] = [exec_reply("echo started > f; sleep 60.913")]
+    tasks = [
+        task("copy", template=template),
+        task("given", workspace=given),
+        task("fresh"),
+        task("hang", timeout_s=1),
+    ]
+    seen: dict[str, bool] = {}
+    async with run_batch(tasks, root=root, concurrency=4, discard_workspaces=True) as stream:
+        async for result in stream:  # each is gone before its result is given
+            seen[result.id] = await trio.Path(str(result.workspace)).exists()
+            assert await trio.Path(str(result.trace_path)).is_file()  # not in the workspace
+    assert seen == {"copy": False, "given": True, "fresh": False, "hang": False}
+    assert (given / "deep" / "er" / "f").read_text() == "given\n"  # never a given one
+    assert (template / "seed.txt").read_text() == "seed\n"
+    assert processes_with("sleep 60.913") == []
+    workspaces = root / "default_project" / "agents" / "default_agent" / "workspaces"
+    assert not [p.name for p in workspaces.glob("tmp-*")]
