@@ -923,6 +923,8 @@ class CommandSupervisor:
         self._owns_reports = reports is None
         self._reports = ReportChannel() if reports is None else reports
         self._sweeping = False  # the idle sweep starts with the first registration
+        self._host_pid = os.getpid()
+        """The process this supervisor belongs to: a forked child's exit is not its end."""
         atexit.register(self._kill_at_exit)
 
     @property
@@ -1394,8 +1396,12 @@ class CommandSupervisor:
 
         Runs from ``atexit``, possibly while the event loop's thread is still alive, so
         it only reads and signals: every live session's group, then every process that
-        carries this supervisor's marker.
+        carries this supervisor's marker. Nothing in a forked child (``os.fork``) whose
+        Python exits normally: its copy of this supervisor is not the one the commands
+        belong to, and they live on with their host.
         """
+        if os.getpid() != self._host_pid:
+            return
         for session in list(self._live):
             if session.started and session.running:
                 signal_group(session.spawned.pgid, signal.SIGKILL)

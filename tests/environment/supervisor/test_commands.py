@@ -663,3 +663,22 @@ async def test_9_6_launch_after_close_is_refused(workspace: Path) -> None:
         with pytest.raises(SupervisorClosedError):
             commands.launch("true", workspace, label="true")
         nursery.cancel_scope.cancel()
+
+
+async def test_4_11_a_forked_child_s_exit_ends_none_of_its_parent_s_commands(
+    supervisor: CommandSupervisor, tmp_path: Path
+) -> None:
+    # A child of os.fork whose Python exits normally runs the parent's atexit hooks,
+    # with a copy of this supervisor; the commands are the parent's, and stay.
+    session = await start(supervisor, 'echo ready; read -r line; echo "got $line"', tmp_path)
+    assert await next_line(session) == "ready\n"
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: the hook, then out at once
+        try:
+            supervisor._kill_at_exit()
+        finally:
+            os._exit(0)
+    _, status = await trio.to_thread.run_sync(os.waitpid, child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    session.send_input(b"more\n")  # a killed command would never answer
+    assert await next_line(session) == "got more\n"
