@@ -132,7 +132,7 @@ async def _arm_watchdog() -> None:
     watchdog = host_watchdog()
     if not watchdog.running():
         with contextlib.suppress(OSError):  # the commands' own warning covers this host
-            await trio.to_thread.run_sync(watchdog.start, str(cgroup_base() or ""))
+            await trio.to_thread.run_sync(lambda: watchdog.start(str(cgroup_base() or "")))
 
 
 @asynccontextmanager

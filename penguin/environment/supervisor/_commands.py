@@ -88,6 +88,7 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 import trio
 
+from penguin._concurrency import run_in_worker
 from penguin._ids import token_hex
 from penguin._log import warn
 
@@ -840,10 +841,10 @@ async def _close_cgroup(cgroup: CommandCgroup) -> None:
     the host's watchdog removes it when the host ends.
     """
     deadline = trio.current_time() + KILL_SETTLE
-    gone = cgroup.close()
+    gone = await run_in_worker(cgroup.close)  # file-system work: never on the loop's thread
     while not gone and trio.current_time() < deadline:
         await trio.sleep(CGROUP_POLL)
-        gone = cgroup.remove()
+        gone = await run_in_worker(cgroup.remove)
 
 
 def _os_error_text(exc: OSError) -> str:
@@ -917,7 +918,8 @@ class CommandSupervisor:
         self._sweep_since = 0.0
         self._cgroup: CommandCgroup | None = None
         """Where every command is placed (``_cgroup``), made with the first spawn."""
-        self._cgroup_tried = False
+        self._cgroup_asked = False
+        self._cgroup_known = trio.Event()
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
@@ -1011,7 +1013,7 @@ class CommandSupervisor:
         if watchdog.running():
             return
         try:
-            await trio.to_thread.run_sync(watchdog.start, str(cgroup_base() or ""))
+            await trio.to_thread.run_sync(lambda: watchdog.start(str(cgroup_base() or "")))
         except OSError as error:
             if not self._watchdog_warned:
                 self._watchdog_warned = True
@@ -1039,17 +1041,28 @@ class CommandSupervisor:
         async def environment() -> Mapping[str, str]:
             base = await self.login_environment()
             await self._arm_watchdog()
-            if not self._cgroup_tried:
-                self._cgroup_tried = True
-                self._cgroup = CommandCgroup.make(host_watchdog().tag())
-                if self._cgroup is not None and self.sandbox is not None:
-                    self.sandbox.contain(self._cgroup.place)
+            if not self._cgroup_known.is_set():
+                await self._make_cgroup()
             env = {**self._shared_environment(base), OWNER_VARIABLE: owner}
             if self.sandbox is not None:  # its TMPDIR over the vault's and the login's
                 env = {**env, **self.sandbox.environment()}
             return env
 
         return environment
+
+    async def _make_cgroup(self) -> None:
+        """Make the supervisor's cgroup (in a worker: file-system work), once; others wait."""
+        if self._cgroup_asked:
+            await self._cgroup_known.wait()
+            return
+        self._cgroup_asked = True
+        try:
+            # Not abandoned on a cancel: a cgroup made is always kept, to be removed.
+            self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())
+            if self._cgroup is not None and self.sandbox is not None:
+                self.sandbox.contain(self._cgroup.place)  # before its spawner starts any
+        finally:
+            self._cgroup_known.set()
 
     def _new_process_id(self) -> str:
         while True:
