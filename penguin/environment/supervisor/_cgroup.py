@@ -44,7 +44,14 @@ import os
 from pathlib import Path
 from typing import Final, final
 
-__all__ = ["CGROUP_PREFIX", "CommandCgroup", "cgroup_base", "kill_cgroup", "remove_cgroup"]
+__all__ = [
+    "CGROUP_PREFIX",
+    "CommandCgroup",
+    "cgroup_base",
+    "kill_cgroup",
+    "known_unavailable",
+    "remove_cgroup",
+]
 
 CGROUP_PREFIX: Final = "penguin-"
 """Every cgroup penguin makes is named ``penguin-<host tag>-<n>``."""
@@ -122,6 +129,24 @@ def cgroup_base() -> Path | None:
     return _probed[1]
 
 
+def known_unavailable() -> bool:
+    """Whether this process is known to get no cgroup, without touching a file.
+
+    Lets a supervisor skip the worker thread that :meth:`CommandCgroup.make` needs:
+    once the probe found nothing (or a ``mkdir`` was refused), every later one would too.
+    """
+    if _switched_off():
+        return True
+    probed = _probed
+    return probed is not None and probed[0] == os.getpid() and probed[1] is None
+
+
+def _refused() -> None:
+    """Remember that no cgroup can be made here (a ``mkdir`` beneath the base was refused)."""
+    global _probed
+    _probed = (os.getpid(), None)
+
+
 @final
 class CommandCgroup:
     """One supervisor's cgroup: where its commands are placed, and killed when it closes.
@@ -149,13 +174,16 @@ class CommandCgroup:
                 path.mkdir()
             except FileExistsError:
                 continue  # left by a host of the same tag? Never shared: take the next
-            except OSError:
+            except OSError as error:
+                if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    _refused()  # and so will every later one be
                 return None
             break
         else:
             return None
         try:
             if not (path / "cgroup.kill").exists():  # before Linux 5.14: no kill at once
+                _refused()
                 raise OSError(errno.ENOTSUP, "no cgroup.kill")
             procs = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         except OSError:

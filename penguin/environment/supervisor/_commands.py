@@ -94,7 +94,7 @@ from penguin._log import warn
 
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
-from ._cgroup import CommandCgroup, cgroup_base
+from ._cgroup import CommandCgroup, cgroup_base, known_unavailable
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._login import LoginFiles, SharedLogin
 from ._mounts import on_local_disk
@@ -1056,6 +1056,9 @@ class CommandSupervisor:
             await self._cgroup_known.wait()
             return
         self._cgroup_asked = True
+        if known_unavailable():  # most machines, after the first probe: no thread hop
+            self._cgroup_known.set()
+            return
         try:
             # Not abandoned on a cancel: a cgroup made is always kept, to be removed.
             self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())
