@@ -262,7 +262,7 @@ async def test_9_4_a_killed_host_s_escapee_without_a_marker_ends_with_its_cgroup
         ready_record = await running.next_record("ready")
         tag = host_tag_of(ready_record)
         escapees.append(escapee := int((tmp_path / "escapee.pid").read_text()))
-        ours = {name for name in penguin_cgroups(cgroups) if name.startswith(f"penguin-{tag}-")}
+        ours = penguin_cgroups(cgroups, tag)
         assert cgroup_of(escapee).rsplit("/", 1)[-1] in ours
         assert OWNER_VARIABLE not in psutil.Process(escapee).environ()
         deadline = await kill_host(running)

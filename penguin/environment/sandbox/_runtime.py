@@ -71,20 +71,30 @@ class CommandSandbox:
         self._retired: list[Namespaces] = []
         self._place: Callable[[int], object] | None = None
 
-    def contain(self, place: Callable[[int], object]) -> None:
-        """Give ``place`` every spawner's pid, now and as each new one starts.
+    def contain(self, place: Callable[[int], object]) -> list[int]:
+        """Have ``place`` given each spawner made from now on; the pids of those there are.
 
         The command supervisor's cgroup (``supervisor/_cgroup``): a spawner placed before
         its first start makes every command it starts a member from its first
-        instruction, which a placement after the start cannot promise. A spawner is
-        placed before any command is sent to it, under the lock that makes it. Its
-        ``bwrap`` stays out: killed together, ``bwrap`` would leave the spawner to be
-        reaped by PID 1, which in some containers reaps nothing.
+        instruction, which a placement after the start cannot promise. A new spawner is
+        placed in the worker thread that makes it, before any command is sent to it;
+        the caller places those returned, before its first command. ``place`` blocks
+        (it may wait milliseconds for the kernel), so it is never called here, on the
+        loop's thread. A spawner's ``bwrap`` stays out: killed together, ``bwrap``
+        would leave the spawner to be reaped by PID 1, which in some containers reaps
+        nothing.
         """
         self._place = place
-        for namespaces in (*self._retired, *([self._current] if self._current else [])):
-            if namespaces.spawner is not None:
-                place(namespaces.spawner.pid)
+        every = (*self._retired, *([self._current] if self._current else []))
+        return [n.spawner.pid for n in every if n.spawner is not None]
+
+    def _build(self, layout: Layout, env: Mapping[str, str]) -> Namespaces:
+        """:func:`build_namespaces`, its spawner placed (blocking: a worker thread's)."""
+        fresh = build_namespaces(layout, env, spawner=_HAS_PIDFD)
+        place = self._place
+        if place is not None and fresh.spawner is not None:
+            place(fresh.spawner.pid)
+        return fresh
 
     def layout(self) -> Layout:
         """The policy resolved now (X1.2: at each command start and file-tool call)."""
@@ -162,11 +172,7 @@ class CommandSandbox:
             current = self._current
             if current is None or current.key != layout.key or not current.usable:
                 env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-                fresh = await trio.to_thread.run_sync(
-                    functools.partial(build_namespaces, layout, env, spawner=_HAS_PIDFD)
-                )
-                if self._place is not None and fresh.spawner is not None:
-                    self._place(fresh.spawner.pid)
+                fresh = await trio.to_thread.run_sync(self._build, layout, env)
                 if current is not None:
                     self._retired.append(current)
                 self._current = current = fresh

@@ -24,15 +24,20 @@ read-only ``/sys/fs/cgroup``) nothing is made and the sweeps are the whole net, 
 before. Root in a container or a VM, and a ``systemd-run --user -p Delegate=yes``
 unit, get it.
 
-Limits: a command is placed by penguin just after it started (``vfork`` leaves no step
+Limits: a command is placed by penguin after it started (``vfork`` leaves no step
 between the fork and the ``exec`` to place it in the child for free), so a process it
-forks before that write (microseconds; a shell has not read its command line yet)
-stays outside: for it, the sweeps are the net, as for everything where no cgroup can
-be made. A process that was placed stays inside; a process with the rights to write
-``cgroup.procs`` (root outside the sandbox) could move itself out.
+forks before that write stays outside: for it, the sweeps are the net, as for
+everything where no cgroup can be made. The write is not quick: moving a process
+between cgroups waits for the kernel's fork lock to change hands (an RCU grace period,
+10-20 ms on the development VM when the process is busy forking), so the supervisor
+makes it from a worker thread, never on the event loop's, and the window is that long.
+A sandboxed command has none: the sandbox's spawner, which starts it, was placed before
+it started anything. A process that was placed stays inside; a process with the rights
+to write ``cgroup.procs`` (root outside the sandbox) could move itself out.
 
 It uses the standard library only, and never raises for a cgroup it cannot make,
-place into or remove: the cgroup is an extra net, and a command runs without it.
+place into or remove: the cgroup is an extra net, and a command runs without it. Every
+function here blocks (file-system work): callers on the event loop run them in a worker.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ import contextlib
 import errno
 import itertools
 import os
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, final
 
@@ -155,12 +162,15 @@ class CommandCgroup:
     end. Holds one descriptor (``cgroup.procs``, open for writing) while it lives.
     """
 
-    __slots__ = ("_procs", "path")
+    __slots__ = ("_lock", "_procs", "path")
 
     def __init__(self, path: Path, procs: int) -> None:
         self.path = path
         """The cgroup's directory."""
         self._procs = procs
+        self._lock = threading.Lock()
+        """Held around every use of ``_procs``: a placement from a worker thread never
+        writes to a descriptor number that :meth:`close` gave back (and another file took)."""
 
     @classmethod
     def make(cls, host_tag: str) -> CommandCgroup | None:
@@ -195,15 +205,23 @@ class CommandCgroup:
     def place(self, pid: int) -> bool:
         """Move the process ``pid`` (and the children it forks from now on) into the cgroup.
 
-        ``False`` when it could not be (it had already exited, or the kernel refused).
+        ``False`` when it could not be (it had already exited, the kernel refused, or
+        the cgroup is closed). Blocking, for milliseconds at times (the module's
+        limits); any thread may call it.
         """
-        if self._procs < 0:
-            return False
-        try:
-            os.write(self._procs, b"%d" % pid)
-        except OSError:
-            return False
+        with self._lock:
+            if self._procs < 0:
+                return False
+            try:
+                os.write(self._procs, b"%d" % pid)
+            except OSError:
+                return False
         return True
+
+    def place_all(self, pids: Iterable[int]) -> None:
+        """:meth:`place` each of ``pids``."""
+        for pid in pids:
+            self.place(pid)
 
     def populated(self) -> bool:
         """Whether a live process is still in the cgroup (a zombie does not count)."""
@@ -219,9 +237,10 @@ class CommandCgroup:
         ``True`` once the cgroup is gone; ``False`` means the killed are still dying:
         call :meth:`remove` until it is ``True`` (or leave the empty directory behind).
         """
-        if self._procs >= 0:
-            os.close(self._procs)
-            self._procs = -1
+        with self._lock:
+            if self._procs >= 0:
+                os.close(self._procs)
+                self._procs = -1
         if self.populated():
             self.kill()
         return self.remove()

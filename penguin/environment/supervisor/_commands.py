@@ -808,7 +808,8 @@ async def _start_process(
 
     ``follow_links``: ``cwd`` is not known to be resolved (see ``_mounts``). ``place``
     is given the root's pid at once, before any checkpoint (``_cgroup``: the sooner
-    the root is placed, the less it can fork outside).
+    the root is placed, the less it can fork outside), unless the sandbox's spawner
+    started it: the spawner is in the cgroup already, and so is everything it starts.
     """
     try:
         spawned = None
@@ -819,6 +820,8 @@ async def _start_process(
             spawned = await launch_process(
                 sandbox, argv, cwd=cwd, env=env, tty=tty, executable=executable
             )
+            if spawned is not None:
+                place = None
         if spawned is None:
             if sandbox is not None:  # it enters the sandbox's namespaces itself
                 argv, executable = await sandbox.wrap(argv, executable, cwd, env.get("PATH"))
@@ -832,6 +835,10 @@ async def _start_process(
     if place is not None:
         place(spawned.pid)
     return spawned
+
+
+def _ignored(_result: object) -> None:
+    """What a placement from a thread gives back: nothing to do (``_place``)."""
 
 
 async def _close_cgroup(cgroup: CommandCgroup) -> None:
@@ -1061,9 +1068,11 @@ class CommandSupervisor:
             return
         try:
             # Not abandoned on a cancel: a cgroup made is always kept, to be removed.
-            self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())
-            if self._cgroup is not None and self.sandbox is not None:
-                self.sandbox.contain(self._cgroup.place)  # before its spawner starts any
+            cgroup = self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())
+            if cgroup is not None and self.sandbox is not None:
+                spawners = self.sandbox.contain(cgroup.place)
+                if spawners:  # before they start a command: in a worker, for it may wait
+                    await run_in_worker(cgroup.place_all, spawners)
         finally:
             self._cgroup_known.set()
 
@@ -1175,9 +1184,14 @@ class CommandSupervisor:
         )
 
     def _place(self, pid: int) -> None:
-        """Put a command's root in the supervisor's cgroup, if it has one (``_cgroup``)."""
-        if self._cgroup is not None:
-            self._cgroup.place(pid)
+        """Put a command's root in the supervisor's cgroup, if it has one (``_cgroup``).
+
+        From a thread of Trio's cache, not awaited: the write may wait milliseconds for
+        the kernel, which the command need not wait for, nor the loop (``_cgroup``).
+        """
+        cgroup = self._cgroup
+        if cgroup is not None:
+            trio.lowlevel.start_thread_soon(partial(cgroup.place, pid), _ignored)
 
     # ------------------------------------------------------------------ registry
 

@@ -26,7 +26,7 @@ import penguin
 from penguin.environment.sandbox import _linux, _spawner
 
 from ..processes import alive, spawned_tasks, wait_gone
-from ..supervisor.test_cgroup import ESCAPE, cgroup_of, penguin_cgroups
+from ..supervisor.test_cgroup import ESCAPE, cgroup_of, own_cgroups
 from .conftest import tree_digest
 from .test_enforcement import call, sandboxed, sh
 
@@ -422,7 +422,7 @@ async def test_x4_1_a_sandboxed_command_is_in_its_cgroup_from_its_first_instruct
 ) -> None:
     # Its spawner was placed before it started anything, so a command that escapes at
     # once (no wait to be placed, as unsandboxed commands need) is a member too.
-    before = penguin_cgroups(cgroups)
+    before = own_cgroups(cgroups)
     async with sandboxed(tmp_path) as env:
         first = await call(env, "exec_command", cmd="cat /proc/self/cgroup")
         out = await call(env, "exec_command", cmd=ESCAPE)  # at once: no wait to be placed
@@ -434,4 +434,4 @@ async def test_x4_1_a_sandboxed_command_is_in_its_cgroup_from_its_first_instruct
         )
         assert cgroup_of(pid).rsplit("/", 1)[-1].startswith("penguin-host-")
     await wait_gone([pid])
-    assert penguin_cgroups(cgroups) == before
+    assert own_cgroups(cgroups) == before

@@ -25,6 +25,7 @@ import pytest
 import penguin
 from penguin.environment.supervisor import _cgroup, cgroup_base
 from penguin.environment.supervisor._cgroup import CommandCgroup
+from penguin.environment.supervisor._watchdog import host_watchdog
 
 from ..processes import alive, wait_gone
 from ..sandbox.test_enforcement import call
@@ -47,14 +48,25 @@ def cgroup_of(pid: int) -> str:
         return next(line[3:] for line in f.read().splitlines() if line.startswith("0::"))
 
 
-def penguin_cgroups(base: Path) -> set[str]:
-    return {entry.name for entry in base.iterdir() if entry.name.startswith("penguin-")}
+def penguin_cgroups(base: Path, tag: str = "") -> set[str]:
+    """The cgroups penguin made in ``base``: of the host ``tag``, or (empty) of any host.
+
+    Another penguin on the machine (a CI run beside this one) makes and removes its
+    own meanwhile: a test compares only this process's (:func:`own_cgroups`).
+    """
+    prefix = f"penguin-{tag}-" if tag else "penguin-"
+    return {entry.name for entry in base.iterdir() if entry.name.startswith(prefix)}
+
+
+def own_cgroups(base: Path) -> set[str]:
+    """The cgroups this test process's supervisors made in ``base``."""
+    return penguin_cgroups(base, host_watchdog().tag())
 
 
 async def test_an_escapee_without_group_tree_or_marker_ends_with_its_environment(
     tmp_path: Path, cgroups: Path, escapees: list[int]
 ) -> None:
-    before = penguin_cgroups(cgroups)
+    before = own_cgroups(cgroups)
     config = penguin.EnvironmentConfig(workspace_dir=tmp_path)
     async with penguin.Environment.open(config) as env:
         out = await call(env, "exec_command", cmd=AS_A_MEMBER + ESCAPE)
@@ -65,7 +77,7 @@ async def test_an_escapee_without_group_tree_or_marker_ends_with_its_environment
         assert placed.rsplit("/", 1)[-1].startswith("penguin-host-"), placed
         assert env.list_background_commands() == []
     await wait_gone([pid])
-    assert penguin_cgroups(cgroups) == before  # and the cgroup is removed
+    assert own_cgroups(cgroups) == before  # and the cgroup is removed
 
 
 async def test_penguin_cgroups_0_makes_none(
