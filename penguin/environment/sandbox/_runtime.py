@@ -71,6 +71,11 @@ class CommandSandbox:
         self._retired: list[Namespaces] = []
         self._place: Callable[[int], object] | None = None
 
+    @property
+    def has_spawner(self) -> bool:
+        """Whether commands start from a spawner inside the namespaces (not ``nsenter``)."""
+        return self.policy.enforced and _HAS_PIDFD
+
     def contain(self, place: Callable[[int], object]) -> list[int]:
         """Have ``place`` given each spawner made from now on; the pids of those there are.
 

@@ -94,7 +94,13 @@ from penguin._log import warn
 
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
-from ._cgroup import CommandCgroup, cgroup_base, known_unavailable
+from ._cgroup import (
+    CommandCgroup,
+    cgroup_base,
+    known_unavailable,
+    placing_each_command,
+    wanted,
+)
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._login import LoginFiles, SharedLogin
 from ._mounts import on_local_disk
@@ -927,6 +933,8 @@ class CommandSupervisor:
         """Where every command is placed (``_cgroup``), made with the first spawn."""
         self._cgroup_asked = False
         self._cgroup_known = trio.Event()
+        self._place_each = False
+        """Whether commands the spawner did not start are placed too (``PENGUIN_CGROUPS=1``)."""
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
@@ -1063,9 +1071,11 @@ class CommandSupervisor:
             await self._cgroup_known.wait()
             return
         self._cgroup_asked = True
-        if known_unavailable():  # most machines, after the first probe: no thread hop
+        spawner = self.sandbox is not None and self.sandbox.has_spawner
+        if not wanted(spawner) or known_unavailable():  # no thread hop: nothing to make
             self._cgroup_known.set()
             return
+        self._place_each = placing_each_command()
         try:
             # Not abandoned on a cancel: a cgroup made is always kept, to be removed.
             cgroup = self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())
@@ -1190,7 +1200,7 @@ class CommandSupervisor:
         the kernel, which the command need not wait for, nor the loop (``_cgroup``).
         """
         cgroup = self._cgroup
-        if cgroup is not None:
+        if cgroup is not None and self._place_each:
             trio.lowlevel.start_thread_soon(partial(cgroup.place, pid), _ignored)
 
     # ------------------------------------------------------------------ registry

@@ -5,9 +5,10 @@ one: root in a container or a VM; skipped elsewhere, with the reason). The escap
 every test is ``env -i setsid -f``: a new session, out of the command's tree, with no
 ``PENGUIN_OWNER`` in its environment, which no sweep of the process table can find.
 
-A command that is not sandboxed is placed just after it started (``_cgroup``'s limits),
-so these tests start their escapee once the command's shell is a member: what they prove
-is that a member's escapee is ended. A sandboxed command is a member from its first
+Without a sandbox an Environment gets a cgroup only with ``PENGUIN_CGROUPS=1``, and its
+commands are placed after they started (``_cgroup``'s limits), so these tests start
+their escapee once the command's shell is a member: what they prove is that a member's
+escapee is ended. A sandboxed command is a member from its first
 instruction (its spawner was placed before it started anything): that test, which starts
 its escapee at once, is ``sandbox/test_x4_1_spawner.py``'s.
 """
@@ -63,9 +64,10 @@ def own_cgroups(base: Path) -> set[str]:
     return penguin_cgroups(base, host_watchdog().tag())
 
 
-async def test_an_escapee_without_group_tree_or_marker_ends_with_its_environment(
-    tmp_path: Path, cgroups: Path, escapees: list[int]
+async def test_with_penguin_cgroups_1_an_unsandboxed_escapee_ends_with_its_environment(
+    tmp_path: Path, cgroups: Path, escapees: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PENGUIN_CGROUPS", "1")  # without a sandbox, only when asked
     before = own_cgroups(cgroups)
     config = penguin.EnvironmentConfig(workspace_dir=tmp_path)
     async with penguin.Environment.open(config) as env:
@@ -78,6 +80,19 @@ async def test_an_escapee_without_group_tree_or_marker_ends_with_its_environment
         assert env.list_background_commands() == []
     await wait_gone([pid])
     assert own_cgroups(cgroups) == before  # and the cgroup is removed
+
+
+async def test_an_environment_without_a_sandbox_makes_none_unless_asked(
+    tmp_path: Path, cgroups: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Placing each command would make every fork on the machine wait at each move.
+    monkeypatch.delenv("PENGUIN_CGROUPS", raising=False)
+    before = own_cgroups(cgroups)
+    config = penguin.EnvironmentConfig(workspace_dir=tmp_path)
+    async with penguin.Environment.open(config) as env:
+        out = await call(env, "exec_command", cmd="sleep 0.05; cat /proc/$$/cgroup")
+        assert own_cgroups(cgroups) == before
+    assert f"0::{cgroup_of(os.getpid())}" in out.output.splitlines()
 
 
 async def test_penguin_cgroups_0_makes_none(
