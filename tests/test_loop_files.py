@@ -312,12 +312,19 @@ async def test_design_2_a_batch_makes_no_file_system_call_on_the_loop_thread(
     assert seen == [], "\n".join(seen)
 
 
+@pytest.mark.parametrize("cgroups", ["0", "1"], ids=["no-cgroup", "cgroup"])
 async def test_design_2_every_builtin_tool_makes_no_file_system_call_on_the_loop_thread(
-    sandbox: penguin.SandboxPolicy | None, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    sandbox: penguin.SandboxPolicy | None,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cgroups: str,
 ) -> None:
     # Each built-in tool of an Environment, and the command tools' whole life: a command
     # in a terminal, one kept in the background, written to, polled and killed. An
     # image by URL too: its download's TLS context is the process's (made afresh here).
+    # With PENGUIN_CGROUPS=1 also the cgroup's making, placings and removal (where
+    # this machine lets a cgroup be made; elsewhere the two cases are the same).
+    monkeypatch.setenv("PENGUIN_CGROUPS", cgroups)
     monkeypatch.setattr(_tls, "_CONTEXTS", {})
     (workspace / "a.png").write_bytes(PNG)
     config = penguin.EnvironmentConfig(workspace_dir=workspace, sandbox=sandbox)

@@ -76,8 +76,12 @@ async def env(workspace: Path) -> AsyncIterator[penguin.Environment]:
 
 
 @pytest.fixture
-def cgroups() -> Path:
-    """This process's cgroup, where the supervisors' are made; skip where none can be."""
+def cgroups(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Cgroups on (``PENGUIN_CGROUPS=1``): this process's, where the supervisors' are made.
+
+    Skips where none can be made. Processes the test starts inherit the setting.
+    """
+    monkeypatch.setenv("PENGUIN_CGROUPS", "1")
     base = cgroup_base()
     if base is None:
         pytest.skip("no cgroup (v2) this process may make one beneath (root, or delegation)")

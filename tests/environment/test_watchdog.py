@@ -257,12 +257,10 @@ async def test_9_4_a_killed_host_s_escapee_without_a_marker_ends_with_its_cgroup
     hermetic_home: Path,
     cgroups: Path,
     escapees: list[int],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # No sweep can find it (no group, tree nor marker); the host's cgroup holds it, and
     # the watchdog kills and removes the host's cgroups once the host is gone. The host
-    # runs without a sandbox: PENGUIN_CGROUPS=1 gives it a cgroup all the same.
-    monkeypatch.setenv("PENGUIN_CGROUPS", "1")
+    # inherits PENGUIN_CGROUPS=1 (the cgroups fixture).
     cmd = f'{AS_A_MEMBER}{ESCAPE} >/dev/null; echo "ready $$"; sleep 1000'
     async with host(tmp_path, "foreground", cmd, hermetic_home) as running:
         ready_record = await running.next_record("ready")

@@ -14,18 +14,15 @@ inherits it, ``setsid``, a double fork and an empty environment keep it, and onl
 process with write access to the cgroup files can leave. So such a process still ends
 when its Environment does.
 
-When it applies: to an Environment whose sandbox starts its commands from a spawner
-(``sandbox/_spawner``), which is placed once, before it starts any (``PENGUIN_CGROUPS=1``
-also gives one to an Environment without a sandbox, whose commands are placed one by
-one; ``0`` turns it off: :func:`wanted` says why it is not the default); where a cgroup
-v2 hierarchy is mounted, the kernel has ``cgroup.kill`` (Linux 5.14), this process may
-make a directory in its own cgroup, and the cgroup is not one that systemd manages
-without having delegated it (systemd marks the cgroups it delegates with a
-``trusted.delegate`` or ``user.delegate`` attribute; making cgroups inside another of
-its units would go behind its back). Anywhere else (most desktops as an ordinary user,
-containers with a read-only ``/sys/fs/cgroup``) nothing is made and the sweeps are the
-whole net, as before. Root in a container or a VM, and a
-``systemd-run --user -p Delegate=yes`` unit, get it.
+When it applies: when ``PENGUIN_CGROUPS=1`` asks for it (:func:`enabled` says why it is
+not the default), where a cgroup v2 hierarchy is mounted, the kernel has ``cgroup.kill``
+(Linux 5.14), this process may make a directory in its own cgroup, and the cgroup is
+not one that systemd manages without having delegated it (systemd marks the cgroups it
+delegates with a ``trusted.delegate`` or ``user.delegate`` attribute; making cgroups
+inside another of its units would go behind its back). Root in a container or a VM,
+and a ``systemd-run --user -p Delegate=yes`` unit, get it; anywhere else (most desktops
+as an ordinary user, containers with a read-only ``/sys/fs/cgroup``) nothing is made
+and the sweeps are the whole net.
 
 Limits: a command is placed by penguin after it started (``vfork`` leaves no step
 between the fork and the ``exec`` to place it in the child for free), so a process it
@@ -58,21 +55,19 @@ __all__ = [
     "CGROUP_PREFIX",
     "CommandCgroup",
     "cgroup_base",
+    "enabled",
     "kill_cgroup",
     "known_unavailable",
-    "placing_each_command",
     "remove_cgroup",
-    "wanted",
 ]
 
 CGROUP_PREFIX: Final = "penguin-"
 """Every cgroup penguin makes is named ``penguin-<host tag>-<n>``."""
 
 SWITCH_VARIABLE: Final = "PENGUIN_CGROUPS"
-"""``0`` (or ``off``, ``no``, ``false``): make no cgroup, rely on the sweeps alone.
-``1`` (or ``on``, ``yes``, ``true``): also for an Environment without a sandbox, whose
-commands are then placed one by one after they start. Anything else (unset): only for
-an Environment whose sandbox starts its commands from a spawner (:func:`wanted`)."""
+"""``1`` (or ``on``, ``yes``, ``true``) turns the cgroups on; anything else (unset, ``0``)
+leaves them off and the sweeps the whole net (:func:`enabled` says why that is the
+default)."""
 
 _counter = itertools.count(1)
 _probed: tuple[int, Path | None] | None = None
@@ -83,25 +78,22 @@ def _setting() -> str:
     return os.environ.get(SWITCH_VARIABLE, "").strip().lower()
 
 
-def _switched_off() -> bool:
-    return _setting() in {"0", "off", "no", "false"}
+def enabled() -> bool:
+    """Whether ``PENGUIN_CGROUPS=1`` turned the cgroups on (they are off by default).
 
-
-def placing_each_command() -> bool:
-    """Whether ``PENGUIN_CGROUPS=1`` asks for commands without a spawner to be placed too."""
+    Each move of a process into a cgroup makes every ``fork`` on the machine wait for
+    an RCU grace period (the kernel's fork lock changes hands; 10-20 ms on the
+    development VM). Measured on batches at concurrency 64 (load 1.6-12): placing each
+    unsandboxed command cost penguin 14.9 -> 16.9 ms of CPU per task (five commands a
+    task), and a sandboxed Environment, whose spawner moves once, 10.8 -> 12.0-12.9 ms
+    (one command a task). Until that is cheaper (the close's kill of the spawner and
+    its retries are the next suspects), the net is for those who ask.
+    """
     return _setting() in {"1", "on", "yes", "true"}
 
 
-def wanted(spawner: bool) -> bool:
-    """Whether a supervisor makes a cgroup: its sandbox has a ``spawner``, or it was asked to.
-
-    Without a spawner every command must be placed after it starts, from a thread:
-    each such move makes every ``fork`` on the machine wait for an RCU grace period
-    (the kernel's fork lock changes hands), which at a batch's rate of commands cost
-    10-15 % of penguin's CPU per task in ``benchmarks/batch.py`` and still leaves a
-    10-20 ms window; a spawner is moved once per Environment and leaves none.
-    """
-    return not _switched_off() and (spawner or placing_each_command())
+def _switched_off() -> bool:
+    return not enabled()
 
 
 def _own_cgroup(proc_cgroup: str, mountinfo: str) -> Path | None:

@@ -94,13 +94,7 @@ from penguin._log import warn
 
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
-from ._cgroup import (
-    CommandCgroup,
-    cgroup_base,
-    known_unavailable,
-    placing_each_command,
-    wanted,
-)
+from ._cgroup import CommandCgroup, cgroup_base, known_unavailable
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._login import LoginFiles, SharedLogin
 from ._mounts import on_local_disk
@@ -934,7 +928,7 @@ class CommandSupervisor:
         self._cgroup_asked = False
         self._cgroup_known = trio.Event()
         self._place_each = False
-        """Whether commands the spawner did not start are placed too (``PENGUIN_CGROUPS=1``)."""
+        """Whether each command is placed after it starts (no spawner starts them)."""
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
@@ -1071,11 +1065,11 @@ class CommandSupervisor:
             await self._cgroup_known.wait()
             return
         self._cgroup_asked = True
-        spawner = self.sandbox is not None and self.sandbox.has_spawner
-        if not wanted(spawner) or known_unavailable():  # no thread hop: nothing to make
+        if known_unavailable():  # off (the default), or none can be made: no thread hop
             self._cgroup_known.set()
             return
-        self._place_each = placing_each_command()
+        # A spawner's commands are born inside; the others are placed one by one.
+        self._place_each = self.sandbox is None or not self.sandbox.has_spawner
         try:
             # Not abandoned on a cancel: a cgroup made is always kept, to be removed.
             cgroup = self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())

@@ -5,10 +5,10 @@ one: root in a container or a VM; skipped elsewhere, with the reason). The escap
 every test is ``env -i setsid -f``: a new session, out of the command's tree, with no
 ``PENGUIN_OWNER`` in its environment, which no sweep of the process table can find.
 
-Without a sandbox an Environment gets a cgroup only with ``PENGUIN_CGROUPS=1``, and its
-commands are placed after they started (``_cgroup``'s limits), so these tests start
-their escapee once the command's shell is a member: what they prove is that a member's
-escapee is ended. A sandboxed command is a member from its first
+Cgroups are made only with ``PENGUIN_CGROUPS=1`` (the ``cgroups`` fixture sets it).
+Without a sandbox each command is placed after it started (``_cgroup``'s limits), so
+these tests start their escapee once the command's shell is a member: what they prove
+is that a member's escapee is ended. A sandboxed command is a member from its first
 instruction (its spawner was placed before it started anything): that test, which starts
 its escapee at once, is ``sandbox/test_x4_1_spawner.py``'s.
 """
@@ -65,9 +65,8 @@ def own_cgroups(base: Path) -> set[str]:
 
 
 async def test_with_penguin_cgroups_1_an_unsandboxed_escapee_ends_with_its_environment(
-    tmp_path: Path, cgroups: Path, escapees: list[int], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cgroups: Path, escapees: list[int]
 ) -> None:
-    monkeypatch.setenv("PENGUIN_CGROUPS", "1")  # without a sandbox, only when asked
     before = own_cgroups(cgroups)
     config = penguin.EnvironmentConfig(workspace_dir=tmp_path)
     async with penguin.Environment.open(config) as env:
@@ -82,11 +81,11 @@ async def test_with_penguin_cgroups_1_an_unsandboxed_escapee_ends_with_its_envir
     assert own_cgroups(cgroups) == before  # and the cgroup is removed
 
 
-async def test_an_environment_without_a_sandbox_makes_none_unless_asked(
+async def test_by_default_an_environment_makes_none(
     tmp_path: Path, cgroups: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Placing each command would make every fork on the machine wait at each move.
-    monkeypatch.delenv("PENGUIN_CGROUPS", raising=False)
+    # Each move into a cgroup makes every fork on the machine wait (_cgroup.enabled).
+    monkeypatch.delenv("PENGUIN_CGROUPS")
     before = own_cgroups(cgroups)
     config = penguin.EnvironmentConfig(workspace_dir=tmp_path)
     async with penguin.Environment.open(config) as env:
