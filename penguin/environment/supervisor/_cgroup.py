@@ -92,10 +92,6 @@ def enabled() -> bool:
     return _setting() in {"1", "on", "yes", "true"}
 
 
-def _switched_off() -> bool:
-    return not enabled()
-
-
 def _own_cgroup(proc_cgroup: str, mountinfo: str) -> Path | None:
     """The directory of this process's v2 cgroup, from ``/proc/self/{cgroup,mountinfo}``."""
     relative = next(
@@ -132,11 +128,11 @@ def _managed_by_systemd_elsewhere(path: Path) -> bool:
 def cgroup_base() -> Path | None:
     """The cgroup beneath which this process may make its commands' cgroups, or ``None``.
 
-    Probed once per process (a forked child probes again); ``PENGUIN_CGROUPS=0`` is read
-    at every call.
+    Probed once per process (a forked child probes again); ``None`` without a probe
+    while cgroups are off (:func:`enabled`, read at every call).
     """
     global _probed
-    if _switched_off():
+    if not enabled():
         return None
     pid = os.getpid()
     if _probed is None or _probed[0] != pid:
@@ -163,7 +159,7 @@ def known_unavailable() -> bool:
     Lets a supervisor skip the worker thread that :meth:`CommandCgroup.make` needs:
     once the probe found nothing (or a ``mkdir`` was refused), every later one would too.
     """
-    if _switched_off():
+    if not enabled():
         return True
     probed = _probed
     return probed is not None and probed[0] == os.getpid() and probed[1] is None
