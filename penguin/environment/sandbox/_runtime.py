@@ -70,6 +70,8 @@ class CommandSandbox:
         self._current: Namespaces | None = None
         self._retired: list[Namespaces] = []
         self._place: Callable[[int], object] | None = None
+        self._after: list[Callable[[], object]] | None = []
+        """Run in :meth:`_finish`, once every spawner has ended; ``None`` once closing."""
 
     @property
     def has_spawner(self) -> bool:
@@ -90,8 +92,25 @@ class CommandSandbox:
         nothing.
         """
         self._place = place
+        return self.spawners()
+
+    def spawners(self) -> list[int]:
+        """The pids of the spawners that run now (the current layout's and retired ones)."""
         every = (*self._retired, *([self._current] if self._current else []))
         return [n.spawner.pid for n in every if n.spawner is not None]
+
+    def on_close(self, then: Callable[[], object]) -> bool:
+        """Have ``then`` run when the sandbox closes, after every spawner has ended.
+
+        It runs in the worker thread that closes the sandbox (so it may block), and an
+        ``OSError`` from it is ignored. ``False`` (and ``then`` not kept) when the
+        sandbox is closing or closed already. The command supervisor's cgroup is removed
+        this way once its only members, the spawners, are gone (``supervisor/_cgroup``).
+        """
+        if self._after is None:
+            return False
+        self._after.append(then)
+        return True
 
     def _build(self, layout: Layout, env: Mapping[str, str]) -> Namespaces:
         """:func:`build_namespaces`, its spawner placed (blocking: a worker thread's)."""
@@ -206,21 +225,25 @@ class CommandSandbox:
         (Trio's) are closed here; waiting for each ``bwrap`` to end (bounded) and removing
         the temporary folder are blocking, and run in a worker.
         """
-        every = self._hang_up()
+        every, after = self._hang_up()
         with trio.CancelScope(shield=True):
-            await run_in_worker(self._finish, every)
+            await run_in_worker(self._finish, every, after)
 
-    def _hang_up(self) -> list[Namespaces]:
+    def _hang_up(self) -> tuple[list[Namespaces], list[Callable[[], object]]]:
         every = [*self._retired, *([self._current] if self._current else [])]
         self._retired.clear()
         self._current = None
+        after, self._after = self._after or [], None
         for namespaces in every:
             namespaces.hang_up()
-        return every
+        return every, after
 
-    def _finish(self, every: Sequence[Namespaces]) -> None:
+    def _finish(self, every: Sequence[Namespaces], after: Sequence[Callable[[], object]]) -> None:
         for namespaces in every:
             namespaces.reap()
+        for then in after:
+            with contextlib.suppress(OSError):
+                then()
         if self._owned_tmp:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.tmpdir)
@@ -231,7 +254,7 @@ class CommandSandbox:
         Blocking (it waits, bounded, for each spawner's ``bwrap`` to end): the event loop
         calls :meth:`aclose` instead.
         """
-        self._finish(self._hang_up())
+        self._finish(*self._hang_up())
 
 
 async def open_sandbox(

@@ -4,7 +4,8 @@ What this module owns: finding this process's cgroup (version 2) and whether a c
 may be made beneath it; making a supervisor's cgroup (``penguin-<host tag>-<n>``),
 placing each command's root process in it as soon as the command has started, and,
 when the supervisor closes, killing whatever is still in it (``cgroup.kill``) and
-removing it.
+removing it. A sandboxed supervisor's cgroup that then holds nothing but the sandbox's
+spawners is not killed: they end as the sandbox closes, and the sandbox removes it.
 
 Why: the supervisor finds a command's processes by group, by tree and by the owner
 marker in their environment (``_process``). A process that leaves all three
@@ -47,7 +48,8 @@ import errno
 import itertools
 import os
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Final, final
 
@@ -86,8 +88,10 @@ def enabled() -> bool:
     development VM). Measured on batches at concurrency 64 (load 1.6-12): placing each
     unsandboxed command cost penguin 14.9 -> 16.9 ms of CPU per task (five commands a
     task), and a sandboxed Environment, whose spawner moves once, 10.8 -> 12.0-12.9 ms
-    (one command a task). Until that is cheaper (the close's kill of the spawner and
-    its retries are the next suspects), the net is for those who ask.
+    (one command a task). Leaving the spawner unkilled, to end with its sandbox, did
+    not make the sandboxed cost go away: alternated again (300 tasks, five rounds,
+    load 4-15) it was 30.4 -> 32.7 and 33.8 -> 35.3 ms per task, and a close without
+    any ``rmdir`` measured no cheaper. Until it is cheaper, the net is for those who ask.
     """
     return _setting() in {"1", "on", "yes", "true"}
 
@@ -254,13 +258,47 @@ class CommandCgroup:
         ``True`` once the cgroup is gone; ``False`` means the killed are still dying:
         call :meth:`remove` until it is ``True`` (or leave the empty directory behind).
         """
+        self._seal()
+        if self.populated():
+            self.kill()
+        return self.remove()
+
+    def close_within(self, settle: float, poll: float) -> bool:
+        """:meth:`close`, then :meth:`remove` every ``poll`` seconds for up to ``settle``."""
+        deadline = time.monotonic() + settle
+        gone = self.close()
+        while not gone and time.monotonic() < deadline:
+            time.sleep(poll)
+            gone = self.remove()
+        return gone
+
+    def only_holds(self, pids: Collection[int]) -> bool:
+        """Take no more placements; whether nothing but ``pids`` lives in the cgroup now.
+
+        A cgroup beneath with anyone in it counts as someone else. Lets a sandboxed
+        supervisor leave its spawners to end with their sandbox, which they do without
+        a kill, and remove the cgroup after them: a kill here would cost the spawners'
+        ends a signal and the removal its retries while they die.
+        """
+        self._seal()
+        try:
+            members = {int(pid) for pid in (self.path / "cgroup.procs").read_bytes().split()}
+        except (OSError, ValueError):
+            return False
+        if not members <= set(pids):
+            return False
+        with contextlib.suppress(OSError), os.scandir(self.path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and populated(Path(entry.path)):
+                    return False
+        return True
+
+    def _seal(self) -> None:
+        """Close ``cgroup.procs``: :meth:`place` refuses from now on."""
         with self._lock:
             if self._procs >= 0:
                 os.close(self._procs)
                 self._procs = -1
-        if self.populated():
-            self.kill()
-        return self.remove()
 
     def remove(self) -> bool:
         """Remove the cgroup if nothing lives in it any more; ``True`` once it is gone."""

@@ -841,12 +841,20 @@ def _ignored(_result: object) -> None:
     """What a placement from a thread gives back: nothing to do (``_place``)."""
 
 
-async def _close_cgroup(cgroup: CommandCgroup) -> None:
+async def _close_cgroup(cgroup: CommandCgroup, sandbox: CommandSandbox | None) -> None:
     """Kill what is left in ``cgroup`` and remove it, waiting up to :data:`KILL_SETTLE`.
 
     A cgroup whose killed are still dying then is left behind, empty once they are;
-    the host's watchdog removes it when the host ends.
+    the host's watchdog removes it when the host ends. A sandboxed supervisor's cgroup
+    that holds nothing but the sandbox's spawners is left to the sandbox, which removes
+    it once they have ended (as they do when it closes, after the supervisor): no kill,
+    and no retries while the killed die.
     """
+    if sandbox is not None:
+        spawners = sandbox.spawners()
+        alone = bool(spawners) and await run_in_worker(cgroup.only_holds, spawners)
+        if alone and sandbox.on_close(partial(cgroup.close_within, KILL_SETTLE, CGROUP_POLL)):
+            return
     deadline = trio.current_time() + KILL_SETTLE
     gone = await run_in_worker(cgroup.close)  # file-system work: never on the loop's thread
     while not gone and trio.current_time() < deadline:
@@ -1464,5 +1472,5 @@ class CommandSupervisor:
             if self._spawned_any:  # only a spawn can have left a marked process behind
                 await sweep_marked(f"{self.tag}/", prefix=True, newer_than=self._sweep_since)
             if self._cgroup is not None:  # what left group, tree and marker: the kernel knows
-                await _close_cgroup(self._cgroup)
-                self._cgroup = None
+                cgroup, self._cgroup = self._cgroup, None
+                await _close_cgroup(cgroup, self.sandbox)
