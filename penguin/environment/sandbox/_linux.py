@@ -49,6 +49,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Final, final
 
 import attrs
@@ -61,6 +62,7 @@ from . import _spawner
 from ._policy import DEVICES, Layout
 
 __all__ = [
+    "HostSpawner",
     "Namespaces",
     "SandboxedChild",
     "Support",
@@ -426,6 +428,75 @@ class _Spawner:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+
+
+@final
+class HostSpawner:
+    """A spawner outside any namespace: commands start from it, in the host's view.
+
+    For the command supervisor's cgroup without a sandbox (``supervisor/_cgroup``):
+    placed once, before its first start, it makes every command it starts a member
+    from its first instruction, which placing each command after it started cannot
+    promise (a command that forks at once leaves first). A :class:`Launcher
+    <penguin.environment.supervisor._process.Launcher>`: a start it cannot make (its
+    message is too large, or it is gone) is ``None``, and penguin starts the command
+    itself.
+    """
+
+    def __init__(self, spawner: _Spawner) -> None:
+        self._spawner = spawner
+        self.pid = spawner.pid
+        """The spawner's pid (to place it before its first start)."""
+
+    @classmethod
+    def start_new(cls) -> HostSpawner:
+        """Start one (blocking: a worker thread's); raise ``OSError`` when it cannot start."""
+        near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = subprocess.Popen(
+                [*_SPAWNER_ARGV, str(far.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(far.fileno(),),
+                start_new_session=True,
+            )
+        except BaseException:
+            near.close()
+            raise
+        finally:
+            far.close()
+        return cls(_Spawner(process, near, process.pid))
+
+    async def start(
+        self,
+        argv: Sequence[str],
+        executable: str | None,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdio: tuple[int, int, int],
+        tty: bool,
+    ) -> SandboxedChild | None:
+        """Start ``argv`` as a session leader on ``stdio``; ``None``: start it yourself."""
+        if self._spawner.broken:
+            await trio.lowlevel.checkpoint()
+            return None
+        try:
+            return await self._spawner.start(argv, executable, str(cwd), env, stdio, tty)
+        except _SpawnerGone:
+            return None
+
+    def hang_up(self) -> None:
+        """End the spawner (end of file on its socket); on the loop's thread."""
+        self._spawner.hang_up()
+
+    def close(self) -> None:
+        """:meth:`hang_up` and :meth:`reap`, for one never used (blocking: a worker's)."""
+        self._spawner.close()
+
+    def reap(self) -> None:
+        """Wait, bounded, for it to end after :meth:`hang_up` (blocking: a worker's)."""
+        self._spawner.reap()
 
 
 @final

@@ -35,6 +35,11 @@ there reaches no address at all, not even its own ``127.0.0.1`` (spec X1.1): it 
 the user namespace (gaining its capabilities, in this process only, until it exits)
 and then the network namespace, removes ``lo``'s address and clears its ``IFF_UP``.
 
+Without a sandbox, where the command supervisor has a cgroup (``supervisor/_cgroup``),
+penguin runs this module directly, outside any namespace and with its own privileges
+(``_linux.HostSpawner``): placed in the cgroup before its first start, it makes every
+command a member from its first instruction.
+
 What it does not own: which layout it serves (a new layout gets a new ``bwrap`` and a
 new spawner), ending the commands' process trees (the supervisor does, by group, tree
 and marker, as for any command), the policy itself.

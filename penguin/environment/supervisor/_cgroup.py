@@ -2,10 +2,11 @@
 
 What this module owns: finding this process's cgroup (version 2) and whether a cgroup
 may be made beneath it; making a supervisor's cgroup (``penguin-<host tag>-<n>``),
-placing each command's root process in it as soon as the command has started, and,
-when the supervisor closes, killing whatever is still in it (``cgroup.kill``) and
-removing it. A sandboxed supervisor's cgroup that then holds nothing but the sandbox's
-spawners is not killed: they end as the sandbox closes, and the sandbox removes it.
+placing in it the spawner that starts the commands (or a command's root process, as
+soon as it has started, for one penguin starts itself), and, when the supervisor
+closes, killing whatever is still in it (``cgroup.kill``) and removing it. A sandboxed
+supervisor's cgroup that then holds nothing but the sandbox's spawners is not killed:
+they end as the sandbox closes, and the sandbox removes it.
 
 Why: the supervisor finds a command's processes by group, by tree and by the owner
 marker in their environment (``_process``). A process that leaves all three
@@ -25,16 +26,19 @@ and a ``systemd-run --user -p Delegate=yes`` unit, get it; anywhere else (most d
 as an ordinary user, containers with a read-only ``/sys/fs/cgroup``) nothing is made
 and the sweeps are the whole net.
 
-Limits: a command is placed by penguin after it started (``vfork`` leaves no step
-between the fork and the ``exec`` to place it in the child for free), so a process it
-forks before that write stays outside: for it, the sweeps are the net, as for
-everything where no cgroup can be made. The write is not quick: moving a process
-between cgroups waits for the kernel's fork lock to change hands (an RCU grace period,
-10-20 ms on the development VM when the process is busy forking), so the supervisor
-makes it from a worker thread, never on the event loop's, and the window is that long.
-A sandboxed command has none: the sandbox's spawner, which starts it, was placed before
-it started anything. A process that was placed stays inside; a process with the rights
-to write ``cgroup.procs`` (root outside the sandbox) could move itself out.
+How commands join: a spawner starts them, which joined the cgroup before its first
+start, so each is a member from its first instruction. Under a sandbox it is the
+sandbox's (``sandbox/_spawner``); without one, the supervisor starts the same program
+outside any namespace (``sandbox/_linux.HostSpawner``), one per Environment. A command
+penguin starts itself (its directory is not on a local disk, its start message is over
+128 KiB, or no spawner could be started) is placed after it started: ``vfork`` leaves
+no step between the fork and the ``exec`` to place it in the child for free, so a
+process it forks before that write stays outside, and for it the sweeps are the net,
+as everywhere no cgroup can be made. A move is not quick: it waits for the kernel's
+fork lock to change hands (an RCU grace period, 10-20 ms on the development VM when
+the process is busy forking), so the supervisor makes each from a worker thread, never
+on the event loop's. A process that was placed stays inside; a process with the
+rights to write ``cgroup.procs`` (root outside the sandbox) could move itself out.
 
 It uses the standard library only, and never raises for a cgroup it cannot make,
 place into or remove: the cgroup is an extra net, and a command runs without it. Every
@@ -85,13 +89,11 @@ def enabled() -> bool:
 
     Each move of a process into a cgroup makes every ``fork`` on the machine wait for
     an RCU grace period (the kernel's fork lock changes hands; 10-20 ms on the
-    development VM). Measured on batches at concurrency 64 (load 1.6-12): placing each
-    unsandboxed command cost penguin 14.9 -> 16.9 ms of CPU per task (five commands a
-    task), and a sandboxed Environment, whose spawner moves once, 10.8 -> 12.0-12.9 ms
-    (one command a task). Leaving the spawner unkilled, to end with its sandbox, did
-    not make the sandboxed cost go away: alternated again (300 tasks, five rounds,
-    load 4-15) it was 30.4 -> 32.7 and 33.8 -> 35.3 ms per task, and a close without
-    any ``rmdir`` measured no cheaper. Until it is cheaper, the net is for those who ask.
+    development VM), and without a sandbox each supervisor starts a spawner of its own
+    (the module's docstring). Measured on batches of 300 tasks at concurrency 64,
+    alternated (load 3-15): sandboxed, penguin's CPU per task went 30.4 -> 32.7 and
+    33.8 -> 35.3 ms; unsandboxed 26.1 -> 30.0 ms, and the throughput from 33-38 to
+    23-29 tasks/s. So the net is for those who ask.
     """
     return _setting() in {"1", "on", "yes", "true"}
 

@@ -102,6 +102,7 @@ from ._process import (
     DEFAULT_GRACE,
     KILL_SETTLE,
     ExitWatch,
+    Launcher,
     SpawnedProcess,
     end_process_tree,
     exit_watch,
@@ -125,6 +126,7 @@ from ._watchdog import host_watchdog
 
 if TYPE_CHECKING:
     from ..sandbox import CommandSandbox
+    from ..sandbox._linux import HostSpawner
 
 __all__ = [
     "COMMAND_CAP",
@@ -140,6 +142,8 @@ __all__ = [
 ]
 
 COMMAND_CAP: Final = COMMAND_SESSION_CAP
+_HAS_PIDFD: Final = hasattr(os, "pidfd_open")
+"""A spawner watches its commands through pidfds (Linux 5.3; ``cgroup.kill`` needs 5.14)."""
 POST_EXIT_DRAIN: Final = 0.05
 POST_EXIT_DRAIN_LIMIT: Final = 1.0
 """How long the drain after an exit goes on while output the pump has not read yet is
@@ -331,6 +335,7 @@ class CommandSession:
         background: bool = False,
         sandbox: CommandSandbox | None = None,
         place: Callable[[int], object] | None = None,
+        launcher: Callable[[], Launcher | None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """The session's task: spawn, pump, watch, and on release end everything.
@@ -347,7 +352,7 @@ class CommandSession:
             if background:
                 task_status.started()
             spawned = await self._spawn(
-                argv, environment, tty, executable, background, sandbox, place
+                argv, environment, tty, executable, background, sandbox, place, launcher
             )
             if spawned is None:
                 if self.exit_status is not None:
@@ -433,6 +438,7 @@ class CommandSession:
         background: bool,
         sandbox: CommandSandbox | None = None,
         place: Callable[[int], object] | None = None,
+        launcher: Callable[[], Launcher | None] | None = None,
     ) -> SpawnedProcess | None:
         """Start the process; ``None`` when released first or (background) it failed.
 
@@ -455,6 +461,7 @@ class CommandSession:
                     sandbox,
                     follow_links=self.follow_links,
                     place=place,
+                    launcher=None if launcher is None else launcher(),
                 )
             except SpawnError as exc:
                 if not background:
@@ -803,22 +810,26 @@ async def _start_process(
     *,
     follow_links: bool = False,
     place: Callable[[int], object] | None = None,
+    launcher: Launcher | None = None,
 ) -> SpawnedProcess:
     """Start a command, in ``sandbox`` if there is one; raise :class:`SpawnError` if it cannot.
 
     ``follow_links``: ``cwd`` is not known to be resolved (see ``_mounts``). ``place``
     is given the root's pid at once, before any checkpoint (``_cgroup``: the sooner
-    the root is placed, the less it can fork outside), unless the sandbox's spawner
-    started it: the spawner is in the cgroup already, and so is everything it starts.
+    the root is placed, the less it can fork outside), unless a spawner started it
+    (the sandbox's, or ``launcher`` where there is no sandbox): the spawner is in the
+    cgroup already, and so is everything it starts.
     """
     try:
         spawned = None
         local = await on_local_disk(cwd, follow_links=follow_links)
-        # The sandbox's spawner starts it, in its namespaces. The spawner changes into
-        # the directory itself, and serves one start at a time: only a local one.
-        if sandbox is not None and local:
+        # A spawner starts it: the sandbox's, in its namespaces, or the supervisor's.
+        # It changes into the directory itself, and serves one start at a time: only
+        # a local one.
+        spawner = sandbox if sandbox is not None else launcher
+        if spawner is not None and local:
             spawned = await launch_process(
-                sandbox, argv, cwd=cwd, env=env, tty=tty, executable=executable
+                spawner, argv, cwd=cwd, env=env, tty=tty, executable=executable
             )
             if spawned is not None:
                 place = None
@@ -835,6 +846,24 @@ async def _start_process(
     if place is not None:
         place(spawned.pid)
     return spawned
+
+
+def _placed_spawner(cgroup: CommandCgroup) -> HostSpawner | None:
+    """A spawner in ``cgroup`` for commands without a sandbox; ``None`` if none can be.
+
+    Blocking (a start, and a move that may wait for the kernel): a worker thread's.
+    Without it each command is placed after it started (:meth:`CommandSupervisor._place`).
+    """
+    from ..sandbox._linux import HostSpawner
+
+    try:
+        spawner = HostSpawner.start_new()
+    except OSError:
+        return None
+    if not cgroup.place(spawner.pid):  # then what it starts would be outside: not used
+        spawner.close()
+        return None
+    return spawner
 
 
 def _ignored(_result: object) -> None:
@@ -935,8 +964,9 @@ class CommandSupervisor:
         """Where every command is placed (``_cgroup``), made with the first spawn."""
         self._cgroup_asked = False
         self._cgroup_known = trio.Event()
-        self._place_each = False
-        """Whether each command is placed after it starts (no spawner starts them)."""
+        self._launcher: HostSpawner | None = None
+        """Where commands start without a sandbox, while there is a cgroup: a spawner
+        placed before its first start, so they are members from their first instruction."""
         self._watchdog_warned = False
         self._live: set[CommandSession] = set()
         self._owns_reports = reports is None
@@ -1076,8 +1106,6 @@ class CommandSupervisor:
         if known_unavailable():  # off (the default), or none can be made: no thread hop
             self._cgroup_known.set()
             return
-        # A spawner's commands are born inside; the others are placed one by one.
-        self._place_each = self.sandbox is None or not self.sandbox.has_spawner
         try:
             # Not abandoned on a cancel: a cgroup made is always kept, to be removed.
             cgroup = self._cgroup = await run_in_worker(CommandCgroup.make, host_watchdog().tag())
@@ -1085,6 +1113,9 @@ class CommandSupervisor:
                 spawners = self.sandbox.contain(cgroup.place)
                 if spawners:  # before they start a command: in a worker, for it may wait
                     await run_in_worker(cgroup.place_all, spawners)
+            elif cgroup is not None and _HAS_PIDFD:
+                # Kept even on a cancel, as the cgroup is: aclose ends it.
+                self._launcher = await run_in_worker(_placed_spawner, cgroup)
         finally:
             self._cgroup_known.set()
 
@@ -1161,6 +1192,7 @@ class CommandSupervisor:
                 self.sandbox,
                 follow_links=session.follow_links,
                 place=self._place,
+                launcher=self._launcher,
             )
         except BaseException:
             session.ended.set()  # nothing started (aclose may be waiting for it)
@@ -1193,7 +1225,12 @@ class CommandSupervisor:
             background=background,
             sandbox=self.sandbox,
             place=self._place,
+            launcher=self._current_launcher,
         )
+
+    def _current_launcher(self) -> HostSpawner | None:
+        """:attr:`_launcher` when a command starts (it is made with the first one)."""
+        return self._launcher
 
     def _place(self, pid: int) -> None:
         """Put a command's root in the supervisor's cgroup, if it has one (``_cgroup``).
@@ -1202,7 +1239,7 @@ class CommandSupervisor:
         the kernel, which the command need not wait for, nor the loop (``_cgroup``).
         """
         cgroup = self._cgroup
-        if cgroup is not None and self._place_each:
+        if cgroup is not None:  # not started by a spawner, which is inside already
             trio.lowlevel.start_thread_soon(partial(cgroup.place, pid), _ignored)
 
     # ------------------------------------------------------------------ registry
@@ -1471,6 +1508,10 @@ class CommandSupervisor:
                 await session.ended.wait()
             if self._spawned_any:  # only a spawn can have left a marked process behind
                 await sweep_marked(f"{self.tag}/", prefix=True, newer_than=self._sweep_since)
+            if self._launcher is not None:  # its commands have ended: it ends too
+                launcher, self._launcher = self._launcher, None
+                launcher.hang_up()
+                await run_in_worker(launcher.reap)
             if self._cgroup is not None:  # what left group, tree and marker: the kernel knows
                 cgroup, self._cgroup = self._cgroup, None
                 await _close_cgroup(cgroup, self.sandbox)
