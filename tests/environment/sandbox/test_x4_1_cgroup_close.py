@@ -1,11 +1,12 @@
-"""A sandboxed supervisor's cgroup at its close: its spawners end as the sandbox closes, unkilled.
+"""A sandboxed supervisor's cgroup: its spawners end unkilled; what they did not start is placed.
 
 The spawner of a sandboxed Environment is placed in the command supervisor's cgroup
 before its first command (``supervisor/_cgroup``), so the cgroup is never empty while
 the sandbox is open. When nothing but the spawners is left in it at the supervisor's
 close, the cgroup is not killed: the spawners end as the sandbox closes (their socket
 is hung up) and the sandbox then removes the cgroup. When anything else is left, the
-kill ends it with the spawners, as before.
+kill ends it with the spawners, as before. A command the spawner does not start (its
+directory is not on a local disk: it enters with ``nsenter``) is placed after its start.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from penguin.environment.sandbox import _linux
 from penguin.environment.supervisor._cgroup import CommandCgroup
 
 from ..processes import alive, wait_gone
-from ..supervisor.test_cgroup import ESCAPE, own_cgroups
+from ..supervisor.test_cgroup import AS_A_MEMBER, ESCAPE, own_cgroups
 from .test_enforcement import call, sandboxed
 
 pytestmark = pytest.mark.usefixtures("kernel_sandbox")
@@ -95,3 +96,16 @@ def test_only_holds_says_whether_nothing_but_the_given_pids_lives_in_the_cgroup(
             process.wait()
         assert cgroup.close_within(10, 0.01)
     assert not cgroup.path.exists()
+
+
+async def test_x4_1_a_command_the_spawner_did_not_start_is_placed_after_its_start(
+    tmp_path: Path, cgroups: Path
+) -> None:
+    # A directory not on a local disk (/proc stands for one) enters with nsenter: the
+    # spawner did not start it, so it is placed, just after it started.
+    async with sandboxed(tmp_path) as env:
+        out = await call(
+            env, "exec_command", cmd=AS_A_MEMBER + "grep '^0::' /proc/$$/cgroup", workdir="/proc"
+        )
+    assert out.stop_reason == "completed", out.output
+    assert out.output.strip().rsplit("/", 1)[-1].startswith("penguin-host-"), out.output
