@@ -73,11 +73,6 @@ class CommandSandbox:
         self._after: list[Callable[[], object]] | None = []
         """Run in :meth:`_finish`, once every spawner has ended; ``None`` once closing."""
 
-    @property
-    def has_spawner(self) -> bool:
-        """Whether commands start from a spawner inside the namespaces (not ``nsenter``)."""
-        return self.policy.enforced and _HAS_PIDFD
-
     def contain(self, place: Callable[[int], object]) -> list[int]:
         """Have ``place`` given each spawner made from now on; the pids of those there are.
 

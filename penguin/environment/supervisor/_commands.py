@@ -884,11 +884,8 @@ async def _close_cgroup(cgroup: CommandCgroup, sandbox: CommandSandbox | None) -
         alone = bool(spawners) and await run_in_worker(cgroup.only_holds, spawners)
         if alone and sandbox.on_close(partial(cgroup.close_within, KILL_SETTLE, CGROUP_POLL)):
             return
-    deadline = trio.current_time() + KILL_SETTLE
-    gone = await run_in_worker(cgroup.close)  # file-system work: never on the loop's thread
-    while not gone and trio.current_time() < deadline:
-        await trio.sleep(CGROUP_POLL)
-        gone = await run_in_worker(cgroup.remove)
+    # File-system work and its waits: in one worker, never on the loop's thread.
+    await run_in_worker(cgroup.close_within, KILL_SETTLE, CGROUP_POLL)
 
 
 def _os_error_text(exc: OSError) -> str:
