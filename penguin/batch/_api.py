@@ -20,7 +20,7 @@ import trio
 from penguin import config as cfg
 from penguin._concurrency import collapse_single
 
-from ._errors import BATCH_STOPS, BatchOptionError
+from ._errors import BATCH_STOPS, BatchOptionError, BatchStop
 from ._options import check_options
 from ._progress import BatchProgress
 from ._results import BatchResult
@@ -125,11 +125,9 @@ async def run_batch(
         model_id=model_id,
         max_turns=max_turns,
         timeout_s=timeout_s,
+        sandbox=sandbox,
+        discard_workspaces=discard_workspaces,
     )
-    if sandbox is not None:
-        settings = attrs.evolve(settings, sandbox=_plain(sandbox))
-    if discard_workspaces:
-        settings = attrs.evolve(settings, discard_workspaces=True)
     check_options(workers=workers)
     check_unique_ids(task_list)
     stop = interrupt if interrupt is not None else trio.Event()
@@ -205,7 +203,7 @@ async def run_batch(
     else:
         raise BatchOptionError("backend", f"unknown backend {backend!r}: use local or ray")
 
-    stopped: list[BaseException] = []
+    stopped: list[BatchStop] = []
     with collapse_single():  # what stops the batch comes out as itself, not in a group
         async with trio.open_nursery() as nursery:
 
@@ -244,6 +242,8 @@ def _settings(
     model_id: str | None,
     max_turns: int | None,
     timeout_s: float | None,
+    sandbox: SandboxPolicy | None,
+    discard_workspaces: bool,
 ) -> BatchSettings:
     """The checked options of a batch (:class:`BatchOptionError` for a bad one)."""
     check_options(
@@ -263,4 +263,6 @@ def _settings(
         model_id=model_id,
         max_turns=max_turns,
         timeout_s=timeout_s,
+        sandbox=_plain(sandbox) if sandbox is not None else None,
+        discard_workspaces=discard_workspaces,
     )
