@@ -47,10 +47,9 @@ from ..supervisor import (
     OWNER_VARIABLE,
     ServerProcess,
     SpawnedProcess,
-    cgroup_base,
     end_process_tree,
-    host_watchdog,
     spawn_piped,
+    start_host_watchdog,
 )
 
 if TYPE_CHECKING:
@@ -129,10 +128,8 @@ def _environment(config: McpStdioTransport, owner: str) -> dict[str, str]:
 
 
 async def _arm_watchdog() -> None:
-    watchdog = host_watchdog()
-    if not watchdog.running():
-        with contextlib.suppress(OSError):  # the commands' own warning covers this host
-            await trio.to_thread.run_sync(lambda: watchdog.start(str(cgroup_base() or "")))
+    with contextlib.suppress(OSError):  # the commands' own warning covers this host
+        await start_host_watchdog()
 
 
 @asynccontextmanager

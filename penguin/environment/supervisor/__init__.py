@@ -29,6 +29,7 @@ from ._commands import Exited as Exited
 from ._commands import Running as Running
 from ._commands import SpawnError as SpawnError
 from ._commands import SupervisorClosedError as SupervisorClosedError
+from ._commands import start_host_watchdog as start_host_watchdog
 from ._environ import ProxyInject as ProxyInject
 from ._environ import ProxyPolicy as ProxyPolicy
 from ._environ import Shell as Shell
@@ -94,4 +95,5 @@ __all__ = [
     "resolve_shell",
     "round_exit",
     "spawn_piped",
+    "start_host_watchdog",
 ]

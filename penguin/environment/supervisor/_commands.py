@@ -139,6 +139,7 @@ __all__ = [
     "Running",
     "SpawnError",
     "SupervisorClosedError",
+    "start_host_watchdog",
 ]
 
 COMMAND_CAP: Final = COMMAND_SESSION_CAP
@@ -904,6 +905,18 @@ def _close_quietly(spawned: SpawnedProcess) -> None:
             stream.close()
 
 
+async def start_host_watchdog() -> None:
+    """Have the host's watchdog running (``OSError`` when it cannot be started).
+
+    It starts once per host, told where the host makes its cgroups; afterwards one
+    ``waitpid`` tells that it still runs. Everything that spawns (commands, MCP
+    servers) calls this first.
+    """
+    watchdog = host_watchdog()
+    if not watchdog.running():
+        await trio.to_thread.run_sync(lambda: watchdog.start(str(cgroup_base() or "")))
+
+
 @final
 class CommandSupervisor:
     """The capped registry of command sessions of one Environment.
@@ -1049,15 +1062,9 @@ class CommandSupervisor:
         return self._host_env()
 
     async def _arm_watchdog(self) -> None:
-        """Have the host's watchdog running before a process is spawned.
-
-        It starts once per host; afterwards one ``waitpid`` tells that it still runs.
-        """
-        watchdog = host_watchdog()
-        if watchdog.running():
-            return
+        """Have the host's watchdog running before a process is spawned."""
         try:
-            await trio.to_thread.run_sync(lambda: watchdog.start(str(cgroup_base() or "")))
+            await start_host_watchdog()
         except OSError as error:
             if not self._watchdog_warned:
                 self._watchdog_warned = True
