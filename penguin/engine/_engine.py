@@ -103,10 +103,10 @@ def _as_messages(messages: Iterable[Message], method: str) -> list[Message]:
     given: object = messages
     if isinstance(given, om.OmniMessage):
         raise TypeError(f"{method}() takes a list of messages, {example}, not one message")
-    if isinstance(given, (str, bytes)):
-        raise TypeError(
-            f"{method}() takes a list of messages, {example}, not a {type(given).__name__}"
-        )
+    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+        name = type(given).__name__
+        what = "None" if given is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+        raise TypeError(f"{method}() takes a list of messages, {example}, not {what}")
     taken = list(messages)
     for index, message in enumerate(taken):
         if not isinstance(message, om.OmniMessage):

@@ -301,6 +301,8 @@ async def test_a_run_given_something_other_than_a_list_of_messages_says_what_to_
             (om.user_text("hello"), "not one message"),
             (["hello"], "item 0 is a str"),
             ([om.user_text("a"), {"role": "user"}], "item 1 is a dict"),
+            (5, "not an int"),
+            (None, "not None"),
         ):
             with pytest.raises(TypeError) as caught:
                 async with h.engine.run(given):  # type: ignore[arg-type]
