@@ -51,6 +51,7 @@ from penguin._concurrency import (
     run_leavable_in_worker,
 )
 from penguin._errors import SessionNotFoundError
+from penguin._mounts import run_on_disk, stays_local
 from penguin.approval import CommandPolicy
 from penguin.engine import (
     CompactionSettings,
@@ -423,7 +424,8 @@ async def _locked(
     taken; when ``after`` raises the lock is let go, in the same thread. A cancel
     leaves a trip that waits on a file server that stopped answering (the workspace's
     ``AGENTS.md``, say): the thread goes on, and lets go of the lock once it is done.
-    Releasing is file-system work in the traces' folder too, so it runs in a worker.
+    Releasing is file-system work in the traces' folder too: on a local disk it is
+    done on the loop's thread (``penguin._mounts``), elsewhere in a worker.
     The release is shielded (a cancelled session still lets go of its lock) and bounded
     by :data:`_RELEASE_BOUND`; a release still stuck then (a hung file system) is left to
     its thread, which ends it when the file system answers: the lock is held until then,
@@ -447,7 +449,10 @@ async def _locked(
         yield value
     finally:
         with trio.CancelScope(shield=True), trio.move_on_after(_RELEASE_BOUND):
-            await trio.to_thread.run_sync(lock.release, abandon_on_cancel=True)
+            if await stays_local(path.parent.parent):  # an unlink and a close: no hop
+                await run_on_disk(path.parent.parent, lock.release)
+            else:
+                await trio.to_thread.run_sync(lock.release, abandon_on_cancel=True)
 
 
 def _nothing() -> None:

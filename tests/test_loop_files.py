@@ -9,7 +9,10 @@ batch, every built-in tool and a stdio MCP server, with the kernel sandbox and w
 remote MCP servers, and a model client's first request over TLS), and name every
 file-system call that penguin's code made there, a TLS context's loading of
 certificates included. Reads of ``/proc`` are the kernel's own tables, never a disk's,
-and are left out (``_proctable``).
+and are left out (``_proctable``). So are the few system calls of penguin's own
+bookkeeping that ``_mounts.run_on_disk`` makes on the loop's thread because their
+folder is on a local disk (a trace's records, a lock's release, a results line):
+``tests/test_on_disk.py`` shows they go to a worker anywhere else.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import pytest
 import trio
 
 import penguin
-from penguin import _tls
+from penguin import _mounts, _tls
 from penguin import protocol as om
 from penguin.batch import BatchTask, run_batch
 from penguin.config import McpServerConfig, McpStdioTransport
@@ -76,6 +79,18 @@ _FILE_SYSTEM_METHODS = {  # methods of C types, told apart by name (each call is
 }
 _PACKAGE = os.path.dirname(penguin.__file__) + os.sep
 _PROCFS_READER = "environment/supervisor/_proctable.py:"
+
+
+_ON_DISK = _mounts.run_on_disk.__code__
+
+
+def _on_a_local_disk(frame: FrameType | None) -> bool:
+    """Whether the call is one ``run_on_disk`` makes on this thread (a local disk's)."""
+    while frame is not None:
+        if frame.f_code is _ON_DISK:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _penguin_site(frame: FrameType | None) -> str | None:
@@ -129,7 +144,9 @@ def loop_file_calls() -> Iterator[list[str]]:
             arg = getattr(type(arg.__self__), name.rpartition(".")[2])  # named by its method
         assert threading.get_ident() == me  # sys.setprofile is this thread's alone
         site = _penguin_site(frame)
-        if site is not None and not site.startswith(_PROCFS_READER):
+        if site is None or _on_a_local_disk(frame):
+            return
+        if not site.startswith(_PROCFS_READER):
             seen.append(f"{arg.__name__} from {site}")
 
     sys.setprofile(profile)

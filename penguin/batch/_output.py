@@ -1,15 +1,16 @@
 """The results file (spec B1.2, B1.3): appended one whole line per task, never twice.
 
 :class:`ResultsFile` owns the file descriptor. Each result is one ``write(2)`` of
-one line on a descriptor opened with ``O_APPEND``, made in a worker thread that is
-not abandoned on cancellation, so Ctrl-C (even a second one) waits for the line
-being written and never leaves half of one. A line is written whole or not at all:
-when the disk refuses part of it (full, say), what did land is truncated away and
-:class:`ResultsWriteError` says why; the batch stops there and ``--resume`` runs the
-tasks that have no line yet. An id already in the file is not written again: that
-is what makes ``--resume`` and the Ray backend's retries safe — except an id whose
-last line says ``aborted``: ``--resume`` runs it again and appends its new line (the
-last line for an id wins).
+one line on a descriptor opened with ``O_APPEND``, made on the loop's thread when
+the file is on a local disk and in a worker thread otherwise
+(``penguin._mounts.run_on_disk``), and never abandoned on cancellation, so Ctrl-C
+(even a second one) waits for the line being written and never leaves half of one.
+A line is written whole or not at all: when the disk refuses part of it (full, say),
+what did land is truncated away and :class:`ResultsWriteError` says why; the batch
+stops there and ``--resume`` runs the tasks that have no line yet. An id already in
+the file is not written again: that is what makes ``--resume`` and the Ray backend's
+retries safe — except an id whose last line says ``aborted``: ``--resume`` runs it
+again and appends its new line (the last line for an id wins).
 
 Opening the file without ``resume`` refuses one that already holds results, since
 appending a second run's results to a first's would give some ids twice. The file's
@@ -38,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, final
 
-from penguin._concurrency import run_in_worker
+from penguin._mounts import run_on_disk
 
 from ._errors import BatchOptionError, ResultsWriteError
 from ._results import BatchResult, recorded_statuses
@@ -135,7 +136,7 @@ class ResultsFile:
             return False
         self.ids.add(result.id)
         try:
-            await run_in_worker(_write_whole, self._fd, result.line())
+            await run_on_disk(self.path.parent, _write_whole, self._fd, result.line())
         except OSError as exc:
             self.ids.discard(result.id)
             raise ResultsWriteError(self.path, _reason(exc)) from exc

@@ -37,9 +37,12 @@ How one record is written, and why:
   (``traces_dir`` and the date directory) with ``0o700``: traces hold whole
   conversations and tool outputs, which is user data that may include secrets. The
   umask can only narrow these modes; pre-existing files and directories keep theirs.
-- The blocking system calls run in a worker thread (``trio.to_thread.run_sync``), which
-  is not abandoned on cancellation: once a record has started, it lands (or fails)
-  whole before the caller sees the cancellation.
+- The system calls of an append or a burst (``open``, ``write``, ``close``) run on the
+  loop's thread when the traces folder is on a local disk, where they take
+  microseconds, and in a worker thread otherwise (a file server may stop answering):
+  ``penguin._mounts.run_on_disk``, which saves each burst a thread hop. Either way
+  the call is not abandoned on cancellation: once a record has started, it lands (or
+  fails) whole before the caller sees the cancellation.
 
 Invariants:
 
@@ -70,9 +73,9 @@ from typing import Final, final
 import attrs
 import trio
 
-from penguin._concurrency import run_in_worker
 from penguin._kept import Kept
 from penguin._log import logger as _logger
+from penguin._mounts import run_on_disk
 
 from .. import protocol as om
 from ._errors import TraceAppendError, TraceWriteError
@@ -362,7 +365,9 @@ class TraceWriter:
         # No checkpoint before the lock: joining its queue is what fixes the order.
         async with self._lock:
             try:
-                await run_in_worker(self._append_locked, self.path, self._index, data)
+                await run_on_disk(
+                    self._traces_dir, self._append_locked, self.path, self._index, data
+                )
             finally:
                 self._publish_failure()
         return True
@@ -391,13 +396,13 @@ class TraceWriter:
             return False
 
     async def record_many(self, messages: Sequence[om.OmniMessage[om.Payload]]) -> int:
-        """:meth:`record` for a burst, in one worker-thread hop; return how many landed.
+        """:meth:`record` for a burst, in one trip to the disk; return how many landed.
 
         Each record is still its own ``write(2)``, in order, on one descriptor opened
         for the burst and closed at its end (reference 7.3); a failure is logged for
         that record only and the others are written (after a failed write the next
         record opens the file again). Encoding happens here, on the Trio thread, before
-        the hop. This is the trace recorder's path: it hands over what it has queued.
+        the trip. This is the trace recorder's path: it hands over what it has queued.
         """
         encoded: list[bytes] = []
         for message in messages:
@@ -412,8 +417,8 @@ class TraceWriter:
             return 0
         async with self._lock:
             try:
-                return await run_in_worker(
-                    self._append_burst_locked, self.path, self._index, encoded
+                return await run_on_disk(
+                    self._traces_dir, self._append_burst_locked, self.path, self._index, encoded
                 )
             finally:
                 self._publish_failure()
@@ -463,7 +468,7 @@ class TraceWriter:
             return None
 
     def _append_locked(self, path: Path, index: int, data: bytes) -> None:
-        """The blocking part of one append; runs in a worker thread with the lock held."""
+        """The blocking part of one append; runs with the lock held (run_on_disk)."""
         try:
             fd = self._open_locked(path, index)
             try:

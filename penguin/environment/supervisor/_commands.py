@@ -91,13 +91,13 @@ import trio
 from penguin._concurrency import run_in_worker
 from penguin._ids import token_hex
 from penguin._log import warn
+from penguin._mounts import on_local_disk
 
 from .._errors import SpawnError, SupervisorClosedError
 from ._buffer import UnreadBuffer
 from ._cgroup import CommandCgroup, cgroup_base, known_unavailable
 from ._environ import ProxyPolicy, Shell, child_environment, resolve_login_environment
 from ._login import LoginFiles, SharedLogin
-from ._mounts import on_local_disk
 from ._process import (
     DEFAULT_GRACE,
     KILL_SETTLE,

@@ -103,8 +103,8 @@ import attrs
 import trio
 
 from penguin._concurrency import run_leavable_in_worker
+from penguin._mounts import on_local_disk
 
-from ._mounts import on_local_disk
 from ._proctable import (
     OWNER_VARIABLE,
     PidMark,

@@ -22,9 +22,9 @@ import pytest
 import trio
 
 import penguin
+from penguin import _mounts
 from penguin._concurrency import run_leavable_in_worker
-from penguin.environment.supervisor import _mounts
-from penguin.environment.supervisor._mounts import (
+from penguin._mounts import (
     MountTable,
     on_local_disk,
     read_mount_table,

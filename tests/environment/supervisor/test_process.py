@@ -26,8 +26,8 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
+from penguin._mounts import on_local_disk
 from penguin.environment.supervisor import _process, _proctable
-from penguin.environment.supervisor._mounts import on_local_disk
 from penguin.environment.supervisor._process import (
     PIPE_SIZE,
     SpawnedProcess,

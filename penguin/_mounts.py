@@ -1,8 +1,10 @@
-"""Which working directories a command may be started in from the loop's own thread.
+"""Which file-system work may be done on the loop's own thread, and doing it there.
 
 What this module owns: the answer to "is this directory on a local file system?",
 taken from the kernel's table of mounts (``/proc/self/mountinfo``), which is read in a
-worker thread and kept until the kernel says it changed (:class:`_Watch`).
+worker thread and kept until the kernel says it changed (:class:`_Watch`), and
+:func:`run_on_disk`, which does a few system calls on a directory's file system on the
+loop's thread when that is a local disk and in a worker thread when it is not.
 
 Why it is asked: a pipe-mode command is started on the loop's thread
 (``_process.spawn_process``), which saves each command a thread hop. ``vfork``
@@ -16,6 +18,19 @@ directory, and any directory while the table cannot be read, is started in from 
 worker thread: the start costs a hop, and a hung server holds up that one command.
 The same answer keeps such a command away from the sandbox's spawner, which changes
 into the directory itself and starts one command at a time (``_commands``).
+
+The same reasoning holds for penguin's own bookkeeping files: a session's trace
+records, its lock's release, a batch's results line. Each is a few system calls
+(``open``, ``write``, ``close``, ``unlink``) that take microseconds on a local disk.
+In a worker thread each costs far more than that: a hop there and back, and every
+call in it that lets go of the GIL takes it back from the loop's thread (about 30
+context switches and 100-150 µs of CPU a hop on a busy 2-core machine, measured by
+``benchmarks/thread_hop.py`` and a batch's counts). So :func:`run_on_disk` does them
+on the loop's thread when their directory is on a local disk, as a command is
+started there, and in a worker otherwise. Unlike a command's directory, such a
+directory is one penguin chose, and the same each time: :func:`stays_local` resolves
+its symbolic links once per mount table, in a worker a cancel can leave, and keeps the
+answer.
 
 How a directory is placed: by its path, against the mount points, without a system
 call. The longest mount point that is a prefix of the normalised path gives the file
@@ -33,14 +48,23 @@ import contextlib
 import os
 import re
 import select
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, final
+from typing import Final, TypeVar, TypeVarTuple, final
 
 import attrs
+import trio
 
 from penguin._concurrency import run_in_worker, run_leavable_in_worker
 
-__all__ = ["LOCAL_TYPES", "MountTable", "on_local_disk", "read_mount_table"]
+__all__ = [
+    "LOCAL_TYPES",
+    "MountTable",
+    "on_local_disk",
+    "read_mount_table",
+    "run_on_disk",
+    "stays_local",
+]
 
 LOCAL_TYPES: Final = frozenset(
     {
@@ -80,6 +104,9 @@ _MOUNTINFO: Final = "/proc/self/mountinfo"
 _ESCAPE: Final = re.compile(r"\\([0-7]{3})")
 _PLACES_KEPT: Final = 256
 
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
+
 
 @final
 @attrs.frozen
@@ -89,6 +116,8 @@ class MountTable:
     types: dict[str, str]
     """Mount point (absolute, unescaped) → file system type; the last mount at a path."""
     _places: dict[str, bool] = attrs.field(factory=dict, init=False, repr=False)
+    _settled: dict[str, bool] = attrs.field(factory=dict, init=False, repr=False)
+    """Directory → local once its links are followed (:func:`stays_local`), this table's."""
 
     @classmethod
     def parse(cls, text: str) -> MountTable:
@@ -206,3 +235,51 @@ async def on_local_disk(directory: Path, *, follow_links: bool = False) -> bool:
         return True
     target = await run_leavable_in_worker(lambda _check: os.path.realpath(path))
     return target == path or table.is_local(target)
+
+
+async def stays_local(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory``, its symbolic links followed, is on a local disk; remembered.
+
+    :func:`on_local_disk` with ``follow_links``, asked once per directory and mount
+    table: later asks answer at once, without a checkpoint, until a mount comes or
+    goes. For a directory penguin chose (a traces folder, a results file's), whose
+    links do not change under a running program.
+    """
+    global _table
+    # A results file's "." too; getcwd asks the kernel, never a disk.
+    path = os.path.abspath(directory)  # noqa: ASYNC240
+    if _watch.changed():
+        _table = None  # read again below, as on_local_disk does
+    table = _table
+    if table is not None:
+        known = table._settled.get(path)
+        if known is not None:
+            return known
+    local = await on_local_disk(Path(path), follow_links=True)
+    table = _table
+    if table is not None:
+        if len(table._settled) >= _PLACES_KEPT:
+            table._settled.clear()
+        table._settled[path] = local
+    return local
+
+
+async def run_on_disk(
+    directory: str | os.PathLike[str], fn: Callable[[*_Ts], _T], *args: *_Ts
+) -> _T:
+    """``fn(*args)``, a few system calls on ``directory``'s file system; its value.
+
+    On the loop's thread when :func:`stays_local` says the directory is on a local
+    disk; otherwise through :func:`~penguin._concurrency.run_in_worker`. The contract
+    is ``run_in_worker``'s either way: a checkpoint before the call (``Cancelled``
+    when the caller is already cancelled), never cut short once started, and a cancel
+    that comes during it is delivered at the caller's next checkpoint. ``fn`` must be
+    short: on a local disk it holds up every task of the loop while it runs.
+    """
+    if not await stays_local(directory):
+        return await run_in_worker(fn, *args)
+    await trio.lowlevel.checkpoint_if_cancelled()
+    try:
+        return fn(*args)
+    finally:
+        await trio.lowlevel.cancel_shielded_checkpoint()
