@@ -23,7 +23,7 @@ The same reasoning holds for penguin's own bookkeeping files: a session's trace
 records, its lock's release, a batch's results line. Each is a few system calls
 (``open``, ``write``, ``close``, ``unlink``) that take microseconds on a local disk.
 In a worker thread each costs far more than that: a hop there and back, and every
-call in it that lets go of the GIL takes it back from the loop's thread (about 30
+call in it that lets go of the GIL takes it back from the loop's thread (about 20-25
 context switches and 100-150 µs of CPU a hop on a busy 2-core machine, measured by
 ``benchmarks/thread_hop.py`` and a batch's counts). So :func:`run_on_disk` does them
 on the loop's thread when their directory is on a local disk, as a command is
