@@ -32,6 +32,16 @@ directory is one penguin chose, and the same each time: :func:`stays_local` reso
 its symbolic links once per mount table, in a worker a cancel can leave, and keeps the
 answer.
 
+The file tools go further (:func:`run_file_work`). A call may name any path on the
+machine, and its links may lead anywhere, so it runs on the loop's thread only when
+*every* mount in the table is a local disk or one of the kernel's own tables
+(:data:`KERNEL_TYPES`): then no path can lead to another machine. Even so it may meet
+a large file or one of the kernel's files, which are read as the kernel writes them;
+the call weighs what it found (its ``check(size, device)``) before it reads or writes
+anything, and anything past :data:`INLINE_BYTES`, or on a device that is not a local
+disk's, sends the whole call to a worker thread, as before. An Environment's first look
+at its workspace, ``PATH`` and ``HOME`` runs the same way.
+
 How a directory is placed: by its path, against the mount points, without a system
 call. The longest mount point that is a prefix of the normalised path gives the file
 system. The workspace itself is resolved when an Environment opens; any other directory
@@ -50,18 +60,23 @@ import re
 import select
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, TypeVar, TypeVarTuple, final
+from typing import Final, Protocol, TypeVar, TypeVarTuple, final
 
 import attrs
 import trio
 
 from penguin._concurrency import run_in_worker, run_leavable_in_worker
+from penguin._errors import PenguinError
 
 __all__ = [
+    "INLINE_BYTES",
+    "KERNEL_TYPES",
     "LOCAL_TYPES",
+    "FileCheck",
     "MountTable",
     "on_local_disk",
     "read_mount_table",
+    "run_file_work",
     "run_on_disk",
     "stays_local",
 ]
@@ -100,6 +115,40 @@ Everything else counts as remote: ``nfs``, ``nfs4``, ``cifs``, ``smb3``, ``ceph`
 ``lustre``, ``gpfs``, ``9p``, ``virtiofs``, every ``fuse.*`` and ``fuseblk``, and
 ``autofs`` (a mount point that mounts on first use)."""
 
+KERNEL_TYPES: Final = frozenset(
+    {
+        "binfmt_misc",
+        "bpf",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "debugfs",
+        "devpts",
+        "efivarfs",
+        "fusectl",
+        "hugetlbfs",
+        "mqueue",
+        "nsfs",
+        "proc",
+        "pstore",
+        "securityfs",
+        "selinuxfs",
+        "sysfs",
+        "tracefs",
+    }
+)
+"""The kernel's own tables, mounted as file systems: answered from memory by the kernel
+itself, never by a disk, another machine or a user-space daemon. A machine whose every
+mount is of these or of :data:`LOCAL_TYPES` has no path that can wait on a server
+(:func:`run_file_work`). ``fusectl`` is FUSE's control table, not a FUSE mount;
+``autofs`` is not here (it waits for its daemon to mount on first use)."""
+
+INLINE_BYTES: Final = 256 * 1024
+"""The most a file tool's call may read or write on the loop's thread
+(:func:`run_file_work`): about a tenth of a millisecond of copying from the page cache,
+and a few milliseconds of matching and diffing at most. A larger file's call goes to a
+worker, where the loop gets the interpreter back between its steps."""
+
 _MOUNTINFO: Final = "/proc/self/mountinfo"
 _ESCAPE: Final = re.compile(r"\\([0-7]{3})")
 _PLACES_KEPT: Final = 256
@@ -115,23 +164,43 @@ class MountTable:
 
     types: dict[str, str]
     """Mount point (absolute, unescaped) → file system type; the last mount at a path."""
+    devices: frozenset[int] = frozenset()
+    """The device number (``st_dev``) of each mount of :data:`LOCAL_TYPES`."""
+    all_local: bool = attrs.field()
+    """Whether every mount is of :data:`LOCAL_TYPES` or :data:`KERNEL_TYPES`."""
     _places: dict[str, bool] = attrs.field(factory=dict, init=False, repr=False)
     _settled: dict[str, bool] = attrs.field(factory=dict, init=False, repr=False)
     """Directory → local once its links are followed (:func:`stays_local`), this table's."""
 
+    @all_local.default
+    def _every_mount_local(self) -> bool:
+        return all(kind in LOCAL_TYPES or kind in KERNEL_TYPES for kind in self.types.values())
+
     @classmethod
     def parse(cls, text: str) -> MountTable:
-        """The table of ``mountinfo``'s ``text`` (see proc(5)); malformed lines are skipped."""
+        """The table of ``mountinfo``'s ``text`` (see proc(5)); malformed lines are skipped.
+
+        A line that cannot be read makes the table not :attr:`all_local`: what it
+        mounts is unknown.
+        """
         types: dict[str, str] = {}
+        devices: set[int] = set()
+        whole = True
         for line in text.splitlines():
             fields = line.split(" ")
             try:
                 # id parent major:minor root MOUNT_POINT options [optional...] - TYPE ...
                 kind = fields[fields.index("-", 6) + 1]
-            except (ValueError, IndexError):
+                major, _, minor = fields[2].partition(":")
+                device = os.makedev(int(major), int(minor))
+            except (ValueError, IndexError, OverflowError):
+                whole = whole and not line.strip()
                 continue
             types[_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])] = kind
-        return cls(types)
+            if kind in LOCAL_TYPES:
+                devices.add(device)
+        table = cls(types, frozenset(devices))
+        return table if whole else attrs.evolve(table, all_local=False)
 
     def file_system(self, directory: str) -> str | None:
         """The type of the file system ``directory`` is on, by its path; ``None`` if unknown."""
@@ -213,6 +282,17 @@ _watch: Final = _Watch()
 _table: MountTable | None = None
 
 
+async def _current_table() -> MountTable:
+    """The mount table: the one kept, or read again (in a worker) after the kernel's word."""
+    global _table
+    if _watch.changed():
+        _table = None  # every caller reads it again until one has
+    table = _table
+    if table is None:
+        table = _table = await run_in_worker(_reread)
+    return table
+
+
 async def on_local_disk(directory: Path, *, follow_links: bool = False) -> bool:
     """Whether a child may change into ``directory`` on the loop's thread (see the module).
 
@@ -222,12 +302,7 @@ async def on_local_disk(directory: Path, *, follow_links: bool = False) -> bool:
     that a cancel leaves after a second: a link onto a file server that stopped
     answering holds that worker, not the caller.
     """
-    global _table
-    if _watch.changed():
-        _table = None  # every caller reads it again until one has
-    table = _table
-    if table is None:
-        table = _table = await run_in_worker(_reread)
+    table = await _current_table()
     path = os.fspath(directory)
     if not table.is_local(path):
         return False
@@ -283,3 +358,78 @@ async def run_on_disk(
         return fn(*args)
     finally:
         await trio.lowlevel.cancel_shielded_checkpoint()
+
+
+class FileCheck(Protocol):
+    """What a file tool's work is given (:func:`run_file_work`): called between its steps.
+
+    ``check()`` raises once the call is cancelled (in a worker; on the loop's thread
+    nothing can cancel it meanwhile). ``check(size, device)``, called once the work
+    knows what it will read or write and before it has done either, raises when that
+    is too much for the loop's thread: ``size`` bytes (a file's ``st_size``, or what a
+    write will put), on the device ``device`` (its ``st_dev``; ``None`` for a file not
+    made yet). The work then starts over in a worker thread.
+    """
+
+    def __call__(self, size: int = 0, device: int | None = None, /) -> None:
+        """Raise to stop the work here (see the class)."""
+
+
+@final
+class _Elsewhere(PenguinError):
+    """The work met more than the loop's thread takes: run it again in a worker."""
+
+
+@final
+class _OnThisThread:
+    """The check of work on the loop's thread: too large or off a local disk, elsewhere."""
+
+    __slots__ = ("devices",)
+
+    def __init__(self, devices: frozenset[int]) -> None:
+        self.devices = devices
+
+    def __call__(self, size: int = 0, device: int | None = None, /) -> None:
+        if size > INLINE_BYTES or (device is not None and device not in self.devices):
+            raise _Elsewhere
+
+
+@final
+class _InWorker:
+    """The check of work in a worker thread: the leavable call's cancel check, only."""
+
+    __slots__ = ("check",)
+
+    def __init__(self, check: Callable[[], None]) -> None:
+        self.check = check
+
+    def __call__(self, size: int = 0, device: int | None = None, /) -> None:
+        self.check()
+
+
+async def run_file_work(work: Callable[[FileCheck], _T]) -> _T:
+    """``work(check)``, a file tool's blocking part, where it costs least; its value.
+
+    On the loop's thread when every mount of the machine is a local disk or the
+    kernel's own (:attr:`MountTable.all_local`): no path can then wait on another
+    machine. There ``check(size, device)`` raises when the work is about to read or
+    write more than :data:`INLINE_BYTES`, or a file off a local disk (one of the
+    kernel's tables, say), and the work starts again in a worker thread. ``work`` must
+    call it before its first side effect, so that starting again changes nothing.
+
+    Otherwise, and then, through
+    :func:`~penguin._concurrency.run_leavable_in_worker`: ``check()`` raises once the
+    caller is cancelled, and a cancel waits for the work a second at most. Either way
+    a cancel that comes before the call stops it from starting, and one that comes
+    during it is delivered at the caller's next checkpoint.
+    """
+    table = await _current_table()
+    if table.all_local:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            return work(_OnThisThread(table.devices))
+        except _Elsewhere:
+            pass  # nothing done yet: the worker starts it over
+        finally:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+    return await run_leavable_in_worker(lambda check: work(_InWorker(check)))

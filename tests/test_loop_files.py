@@ -11,8 +11,10 @@ file-system call that penguin's code made there, a TLS context's loading of
 certificates included. Reads of ``/proc`` are the kernel's own tables, never a disk's,
 and are left out (``_proctable``). So are the few system calls of penguin's own
 bookkeeping that ``_mounts.run_on_disk`` makes on the loop's thread because their
-folder is on a local disk (a trace's records, a lock's release, a results line):
-``tests/test_on_disk.py`` shows they go to a worker anywhere else.
+folder is on a local disk (a trace's records, a lock's release, a results line), and
+the file tools' small calls and an Environment's first look around, which
+``_mounts.run_file_work`` makes there when every mount of the machine is a local disk
+or the kernel's: ``tests/test_on_disk.py`` shows they go to a worker anywhere else.
 """
 
 from __future__ import annotations
@@ -81,13 +83,13 @@ _PACKAGE = os.path.dirname(penguin.__file__) + os.sep
 _PROCFS_READER = "environment/supervisor/_proctable.py:"
 
 
-_ON_DISK = _mounts.run_on_disk.__code__
+_ON_DISK = (_mounts.run_on_disk.__code__, _mounts.run_file_work.__code__)
 
 
 def _on_a_local_disk(frame: FrameType | None) -> bool:
-    """Whether the call is one ``run_on_disk`` makes on this thread (a local disk's)."""
+    """Whether the call is one ``run_on_disk`` or ``run_file_work`` makes on this thread."""
     while frame is not None:
-        if frame.f_code is _ON_DISK:
+        if frame.f_code in _ON_DISK:
             return True
         frame = frame.f_back
     return False

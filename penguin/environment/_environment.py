@@ -61,10 +61,10 @@ from penguin._concurrency import (
     collapse_single,
     error_text,
     require_trio,
-    run_leavable_in_worker,
 )
 from penguin._fdlimit import raise_open_file_limit
 from penguin._log import warn
+from penguin._mounts import run_file_work
 from penguin._realpath import realpath
 from penguin.config import (
     McpServerConfig,
@@ -190,10 +190,12 @@ class _Looked:
 
 
 def _look_around(workspace: Path, login: SharedLogin | None) -> _Looked:
-    """The file-system checks of opening an Environment (blocking: a worker runs them).
+    """The file-system checks of opening an Environment (blocking).
 
     A workspace, a ``PATH`` or a ``HOME`` on a network file system can hang a ``stat``;
     in a worker that holds up the Environment opening, not every session of the loop.
+    On a machine with no such file system they are run on the loop's thread, where they
+    cost a few system calls instead of a thread's round trip (``_mounts.run_file_work``).
     Raises :class:`WorkspaceError` when the workspace is not an existing directory, or
     cannot be looked at (no permission, a network file system's server that refuses).
     """
@@ -362,7 +364,7 @@ class Environment:
         entries = default_tools() if config.tools is None else config.tools
         if login is None or not any(entry.name == "exec_command" for entry in entries):
             login = None  # nothing to look at for it: no shared login, or no command
-        looked = await run_leavable_in_worker(  # a cancel need not wait for a hung server
+        looked = await run_file_work(  # in a worker a cancel need not wait for a hung server
             lambda _check: _look_around(config.workspace_dir, login)
         )
         config = attrs.evolve(config, workspace_dir=looked.workspace)

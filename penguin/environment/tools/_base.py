@@ -8,9 +8,10 @@ them when it opens and hands them over; nothing the user passes is ever replaced
 :meth:`BuiltinTool.execute` runs the tool's :meth:`~BuiltinTool.run` and is the one place
 where a failed check (``_args.fail``) becomes the failure shape of reference 3.0.2, so a
 tool reads as its checks in order, each a plain statement. :class:`FileTool` adds what
-the three file tools share: their work runs in one worker thread and its
-``_files.FileReport`` is the call's one delta. Everything else about a call
-— framing, limits, timeouts, the final message — stays the Environment's.
+the three file tools share: their work runs in one go, on the loop's thread or in a
+worker (``_mounts.run_file_work``), and its ``_files.FileReport`` is the call's one
+delta. Everything else about a call — framing, limits, timeouts, the final message —
+stays the Environment's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from penguin._concurrency import run_leavable_in_worker
+from penguin._mounts import FileCheck, run_file_work
 from penguin.config import ToolDefinitionConfig
 
 from .._contract import ToolContext, ToolResult
@@ -91,17 +92,20 @@ class FileTool(BuiltinTool):
         return None if sandbox is None else sandbox.write_denial
 
     async def report(
-        self, ctx: ToolContext, work: Callable[[Callable[[], None]], FileReport]
+        self, ctx: ToolContext, work: Callable[[FileCheck], FileReport]
     ) -> ToolResult | None:
-        """Run ``work(check)`` in a worker thread; its report is the call's one delta.
+        """Run ``work(check)``; its report is the call's one delta.
 
-        ``check()`` raises once the call is cancelled: ``work`` calls it between its
-        steps (before it commits a write, per chunk of a scan). A cancel waits for
+        On the loop's thread when no path of the machine can lead to another machine,
+        otherwise in a worker thread (``_mounts.run_file_work``). ``work`` calls
+        ``check(size, device)`` once it knows what it will read or write, before it
+        does either: a large file, or one off a local disk, sends it to a worker. In a
+        worker ``check()`` raises once the call is cancelled: ``work`` calls it between
+        its steps (before it commits a write, per chunk of a scan). A cancel waits for
         ``work`` a second at most: on a file server that stopped answering, the call
-        ends at its interrupt or time limit, and ``work`` stops at its next check
-        (``_concurrency.run_leavable_in_worker``).
+        ends at its interrupt or time limit, and ``work`` stops at its next check.
         """
-        report = await run_leavable_in_worker(work)
+        report = await run_file_work(work)
         if report.failed:
             fail(report.text)
         await ctx.emit(report.text)

@@ -49,6 +49,7 @@ from typing import Final, NoReturn, ParamSpec, final
 import attrs
 
 from penguin._errors import PenguinError
+from penguin._mounts import FileCheck
 from penguin.config import SECRET_FILE_NAMES, secret_store_name
 
 __all__ = [
@@ -180,11 +181,12 @@ def describe_error(exc: BaseException) -> str:
 # --- the path hint (reference 3.5.5) -----------------------------------------------------------
 
 
-def path_hint(resolved: str) -> str:
+def path_hint(resolved: str, weigh: FileCheck | None = None) -> str:
     """The hint appended to a "File not found" text for the missing path ``resolved``.
 
     Walks up from the parent of ``resolved`` to the deepest ancestor that ``stat()``s
-    and describes it. Blocking: call from a worker thread.
+    and describes it. Blocking. ``weigh`` is given the size and device of a directory
+    before it is listed (``_mounts.FileCheck``): a large one is listed in a worker.
     """
     missing = os.path.basename(resolved)
     current = os.path.dirname(resolved)
@@ -203,6 +205,8 @@ def path_hint(resolved: str) -> str:
         return ""
     if not stat.S_ISDIR(info.st_mode):
         return compose_hint(current, missing, is_dir=False, entries=None)
+    if weigh is not None:
+        weigh(info.st_size, info.st_dev)
     try:
         entries = _list_directory(current)
     except OSError:

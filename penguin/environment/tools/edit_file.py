@@ -3,7 +3,8 @@
 Owns the argument checks and their texts, the exact non-overlapping matching, the
 atomic replacement of the file and the report (first line plus hunks, rendered by
 :mod:`._diff`). It does not own framing, truncation or interrupt handling (the
-Environment's). All file work runs in one worker thread; an interrupt or timeout
+Environment's). All file work runs in one go (on the loop's thread for a small file
+on a machine of local disks, in a worker thread otherwise); an interrupt or timeout
 that arrives before the rename abandons the edit (the file stays untouched), one
 that arrives after it cannot undo it.
 
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Final, final
 
 from penguin._errors import PenguinError
+from penguin._mounts import FileCheck
 from penguin._realpath import realpath
 
 from .._contract import ToolContext, ToolResult
@@ -127,10 +129,13 @@ def edit_file_blocking(
     budget: int,
     before_commit: Callable[[], None] | None = None,
     sandbox: Callable[[str, str], str | None] | None = None,
+    weigh: FileCheck | None = None,
 ) -> FileReport:
     """Everything of an edit_file call after the argument checks; blocking.
 
     ``old`` and ``new`` must be free of lone surrogates (see :func:`sanitize_text`).
+    ``weigh`` is given the size and device of the file before it is read, and of a
+    directory before a hint lists it (``_mounts.FileCheck``); it may raise to stop.
     """
     resolved, info = locate(workspace, file_path, verb="edit", failure_verb="read")
     denial = None if sandbox is None else sandbox(file_path, resolved)
@@ -140,7 +145,7 @@ def edit_file_blocking(
         refuse(
             f'File not found: "{file_path}". edit_file only edits existing files — check '
             "the path (absolute paths are supported), or use write_file to create it."
-            f"{path_hint(resolved)}"
+            f"{path_hint(resolved, weigh)}"
         )
     if stat.S_ISDIR(info.st_mode):
         return FileReport(f'Cannot edit "{file_path}": it is a directory.', failed=True)
@@ -149,6 +154,8 @@ def edit_file_blocking(
         kind = non_regular_kind(info.st_mode)
         if kind is not None:
             raise _NotRegularError(kind)
+        if weigh is not None:
+            weigh(info.st_size, info.st_dev)  # it is read whole, and written whole
         data = _read_regular(target)
     except (OSError, _NotRegularError) as exc:
         return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
@@ -208,5 +215,6 @@ class EditFileTool(FileTool):
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 before_commit=check,
                 sandbox=self.write_check(),
+                weigh=check,
             ),
         )

@@ -40,6 +40,8 @@ from typing import Any, Final, final
 
 import attrs
 
+from penguin._mounts import FileCheck
+
 from .._contract import ToolContext, ToolResult
 from ._args import fail
 from ._base import FileTool
@@ -481,15 +483,19 @@ def read_file_blocking(
     offset: int,
     limit: int,
     budget: int,
-    checkpoint: Callable[[], None],
+    checkpoint: FileCheck,
 ) -> FileReport:
-    """Everything of a read_file call after argument checks; blocking (one worker thread)."""
+    """Everything of a read_file call after argument checks; blocking.
+
+    ``checkpoint`` is asked before each chunk of the scan, and first with the size
+    and device of what will be read, before anything is (``_mounts.FileCheck``).
+    """
     resolved, info = locate(workspace, file_path, verb="read", failure_verb="read")
     if info is None:
         refuse(
             f'File not found: "{file_path}". Absolute paths are supported; relative '
             "paths resolve against the workspace "
-            f"({model_visible_path(workspace)}).{path_hint(resolved)}"
+            f"({model_visible_path(workspace)}).{path_hint(resolved, checkpoint)}"
         )
     if stat.S_ISDIR(info.st_mode):
         return FileReport(
@@ -501,6 +507,7 @@ def read_file_blocking(
         return _not_regular(file_path, kind)
     if info.st_size == 0:
         return FileReport(f'"{file_path}" is an empty file (0 lines).')
+    checkpoint(min(info.st_size, SCAN_CAP), info.st_dev)
     content_budget = max(1, budget - BUDGET_RESERVE)
     try:
         fd = os.open(resolved, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -510,12 +517,19 @@ def read_file_blocking(
         kind = non_regular_kind(os.fstat(fd).st_mode)
         if kind is not None:
             return _not_regular(file_path, kind)
+        read = [0]  # bytes so far: a file that grew since its stat is weighed again
+
+        def chunk(n: int) -> bytes:
+            data = os.read(fd, n)
+            read[0] += len(data)
+            return data
+
         scan = scan_lines(
-            lambda n: os.read(fd, n),
+            chunk,
             first=offset,
             last=offset + limit - 1,
             max_rows=content_budget // 8 + 2,
-            checkpoint=checkpoint,
+            checkpoint=lambda: checkpoint(read[0], info.st_dev),
         )
     except OSError as exc:
         return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)

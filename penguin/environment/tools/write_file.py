@@ -30,6 +30,7 @@ import stat
 from collections.abc import Callable
 from typing import Any, Final, final
 
+from penguin._mounts import FileCheck
 from penguin._realpath import realpath
 
 from .._contract import ToolContext, ToolResult
@@ -86,8 +87,13 @@ def write_file_blocking(
     budget: int,
     before_commit: Callable[[], None] | None = None,
     sandbox: Callable[[str, str], str | None] | None = None,
+    weigh: FileCheck | None = None,
 ) -> FileReport:
-    """Everything of a write_file call after the argument checks; blocking."""
+    """Everything of a write_file call after the argument checks; blocking.
+
+    ``weigh`` is given what will be read and written, and the device of the file
+    replaced, before either is done (``_mounts.FileCheck``); it may raise to stop.
+    """
     resolved, info = locate(workspace, file_path, verb="write", failure_verb="write")
     denial = None if sandbox is None else sandbox(file_path, resolved)
     if denial is not None:
@@ -102,9 +108,10 @@ def write_file_blocking(
                 failed=True,
             )
     target = realpath(resolved)
-    previous = None
-    if info is not None and info.st_size <= DIFF_SOURCE_LIMIT:
-        previous = _read_previous(target)
+    old_size = None if info is None or info.st_size > DIFF_SOURCE_LIMIT else info.st_size
+    if weigh is not None:  # the old content is read for the diff, the new one written
+        weigh(len(content) + (old_size or 0), None if info is None else info.st_dev)
+    previous = None if old_size is None else _read_previous(target)
     text = sanitize_text(content)
     data = text.encode("utf-8")
     try:
@@ -155,5 +162,6 @@ class WriteFileTool(FileTool):
                 budget=configured if configured > 0 else DEFAULT_BUDGET,
                 before_commit=check,
                 sandbox=self.write_check(),
+                weigh=check,
             ),
         )
