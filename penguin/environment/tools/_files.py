@@ -16,8 +16,9 @@ Owns what more than one file tool needs and what is easy to get subtly wrong:
   the one place that catches it, :func:`reports_refusals` around each blocking part.
 
 It does not own any tool's messages or check order (each tool module does) and never
-touches the event loop: everything here is plain synchronous code, meant to run in a
-worker thread (``trio.to_thread.run_sync``) or, for the pure helpers, anywhere.
+touches the event loop: everything here is plain synchronous code, run where
+``_mounts.run_file_work`` puts a tool's blocking part (a worker thread, or the loop's
+own on a machine of local disks) or, for the pure helpers, anywhere.
 
 Decisions where the spec is silent:
 

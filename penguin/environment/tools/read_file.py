@@ -3,14 +3,15 @@
 Owns the argument coercion (offset/limit, with JavaScript's ``Number`` and
 ``JSON.stringify`` semantics for the texts the model sees), the secret-file guard,
 the bounded line scan and the rendering of rows and trailing notes. It does not own
-framing, truncation or interrupt classification (the Environment's job): an
-interrupt or timeout reaches the scan as trio cancellation, checked once per
-256 KiB chunk from the worker thread.
+framing, truncation or interrupt classification (the Environment's job): in a
+worker thread, an interrupt or timeout reaches the scan as trio cancellation, checked
+once per 256 KiB chunk.
 
 Shape: :func:`scan_lines` is a pure state machine over a ``read(n) -> bytes``
 callable; :func:`render_window` turns its result into the output; the blocking
-walk (guard, stat, open, scan) runs in ONE worker thread; the tool class is a thin
-async shell around it.
+walk (guard, stat, open, scan) runs in one go, on the loop's thread for a small file
+on a machine of local disks and in ONE worker thread otherwise
+(``_mounts.run_file_work``); the tool class is a thin async shell around it.
 
 Decisions where the spec is silent:
 

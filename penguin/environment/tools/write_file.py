@@ -4,8 +4,9 @@ Owns the argument checks and their texts, the creation of missing parents, the
 atomic write (mode kept on overwrite) and the report: the ``Created``/``Overwrote``
 line and, on an overwrite of a small text file, the diff rendered by :mod:`._diff`.
 It does not own framing, truncation or interrupt handling (the Environment's). All
-file work runs in one worker thread; an interrupt or timeout that arrives before
-the rename abandons the write (a created parent directory may remain).
+file work runs in one go (on the loop's thread for a small file on a machine of local
+disks, in a worker thread otherwise); an interrupt or timeout that arrives before the
+rename abandons the write (a created parent directory may remain).
 
 Decisions where the spec is silent:
 
