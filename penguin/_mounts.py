@@ -144,9 +144,10 @@ mount is of these or of :data:`LOCAL_TYPES` has no path that can wait on a serve
 ``autofs`` is not here (it waits for its daemon to mount on first use)."""
 
 INLINE_BYTES: Final = 256 * 1024
-"""The most a file tool's call may read or write on the loop's thread
-(:func:`run_file_work`): about a tenth of a millisecond of copying from the page cache,
-and a few milliseconds of matching and diffing at most. A larger file's call goes to a
+"""The most a file tool's call may weigh on the loop's thread (:func:`run_file_work`):
+bytes read or written, and the work that costs per line, row, replacement or cell of a
+diff counted as so many bytes each (``tools._files.LINE_WEIGHT`` and its neighbours),
+so that a call done there takes a few milliseconds at most. A heavier call goes to a
 worker, where the loop gets the interpreter back between its steps."""
 
 _MOUNTINFO: Final = "/proc/self/mountinfo"

@@ -44,7 +44,7 @@ from penguin.agent import Agent
 from penguin.batch import BatchResult, ResultsFile, _output
 from penguin.environment import EnvironmentConfig, _environment
 from penguin.environment.tools._files import write_atomically
-from penguin.environment.tools.read_file import scan_lines
+from penguin.environment.tools.read_file import render_window, scan_lines
 from penguin.llm import ScriptedLLM
 from penguin.trace import SessionLock, TraceWriter, _writer
 
@@ -206,6 +206,7 @@ async def _call(env: penguin.Environment, name: str, **args: Any) -> str:
 _LOOK = _environment._look_around.__code__
 _SCAN = scan_lines.__code__
 _COMMIT = write_atomically.__code__
+_RENDER = render_window.__code__  # a read's last step: where it was done
 
 
 @pytest.mark.parametrize("far", [False, True], ids=["every-mount-local", "an-nfs-mount-too"])
@@ -253,6 +254,48 @@ async def test_design_2_a_file_tool_meeting_a_large_file_starts_over_in_a_worker
     assert written.startswith('Created "copy.txt" (2 lines,')
     assert (tmp_path / "copy.txt").read_text() == large.read_text()
     assert small.startswith('Created "small.txt"')
+
+
+async def test_design_2_a_small_file_whose_work_is_long_is_done_in_a_worker(
+    tmp_path: Path,
+) -> None:
+    """Weighed by its work, not its bytes: many replacements, a diff's table, many rows."""
+    await _as_if(_only_local_disks())
+    (tmp_path / "many.txt").write_text("ab\n" * 300)  # 900 bytes, 300 replacements
+    (tmp_path / "old.txt").write_text("".join(f"old {i}\n" for i in range(300)))
+    new = "".join(f"new {i}\n" for i in range(300))  # a 300 x 300 table to diff
+    (tmp_path / "rows.txt").write_text("rows\n" * 3000)  # ~2,000 rows to render
+    (tmp_path / "few.txt").write_text("ab\n" * 3)
+    config = EnvironmentConfig(workspace_dir=tmp_path)
+    async with penguin.Environment.open(config) as env:
+        with calls_on_this_thread(_RENDER, _COMMIT) as seen:
+            many = await _call(
+                env,
+                "edit_file",
+                file_path="many.txt",
+                old_string="ab",
+                new_string="cd",
+                replace_all=True,
+            )
+            rewritten = await _call(env, "write_file", file_path="old.txt", content=new)
+            rows = await _call(env, "read_file", file_path="rows.txt")
+        assert seen == []  # each in a worker
+        with calls_on_this_thread(_COMMIT) as seen:
+            few = await _call(
+                env,
+                "edit_file",
+                file_path="few.txt",
+                old_string="ab",
+                new_string="cd",
+                replace_all=True,
+            )
+        assert seen == ["write_atomically"]  # three replacements: on this thread
+    assert many.startswith('Replaced 300 occurrences in "many.txt".')  # once, not twice
+    assert (tmp_path / "many.txt").read_text() == "cd\n" * 300
+    assert rewritten.startswith('Overwrote "old.txt" (300 lines,')
+    assert (tmp_path / "old.txt").read_text() == new
+    assert "     1\trows" in rows
+    assert few.startswith('Replaced 3 occurrences in "few.txt".')
 
 
 _ONLINE = "/sys/devices/system/cpu/online"  # sysfs: it has a size, but is not a disk's file

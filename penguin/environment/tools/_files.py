@@ -54,8 +54,12 @@ from penguin._mounts import FileCheck
 from penguin.config import SECRET_FILE_NAMES, secret_store_name
 
 __all__ = [
+    "CELL_WEIGHT",
     "LINE_DISPLAY_LIMIT",
+    "LINE_WEIGHT",
+    "ROW_WEIGHT",
     "SECRET_FILE_NAMES",
+    "SITE_WEIGHT",
     "FileReport",
     "compose_hint",
     "count_cat_lines",
@@ -85,6 +89,22 @@ LINE_DISPLAY_LIMIT: Final = 2000
 
 LINE_TRUNCATED_MARK: Final = "… [line truncated]"
 HINT_MAX_ENTRIES: Final = 8
+
+# What a call's work weighs (``_mounts.FileCheck``): bytes, and for the work that costs
+# per line, per row, per replacement or per cell of a diff's table rather than per
+# byte, that many bytes' worth each. Past ``_mounts.INLINE_BYTES`` a call runs in a
+# worker thread, not on the loop's. Measured here: a byte ~3 ns, a line split or
+# diffed ~0.6 µs, a row rendered ~3 µs, a replacement rendered ~8 µs, a cell of the
+# diff's table ~110 ns; so a call weighed under the bound holds the loop's thread for a
+# few milliseconds at most (``python /tmp/work/calib.py`` in stop 57's note).
+LINE_WEIGHT: Final = 64
+"""A line edit_file splits or write_file diffs, in bytes' worth."""
+ROW_WEIGHT: Final = 128
+"""A row read_file may render, in bytes' worth."""
+SITE_WEIGHT: Final = 2048
+"""One replacement edit_file makes and renders, in bytes' worth."""
+CELL_WEIGHT: Final = 16
+"""One cell of write_file's diff table (old lines × new lines), in bytes' worth."""
 
 _BASE36: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")

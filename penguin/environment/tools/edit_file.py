@@ -37,6 +37,8 @@ from ._args import fail
 from ._base import FileTool
 from ._diff import build_edit_hunks, render_edit_report
 from ._files import (
+    LINE_WEIGHT,
+    SITE_WEIGHT,
     FileReport,
     describe_error,
     locate,
@@ -160,6 +162,9 @@ def edit_file_blocking(
     except (OSError, _NotRegularError) as exc:
         return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)
     content = data.decode("utf-8", errors="surrogateescape")
+    if weigh is not None:  # each line is split, each replacement rendered
+        lines, replacements = content.count("\n"), content.count(old)
+        weigh(len(data) + LINE_WEIGHT * lines + SITE_WEIGHT * replacements, info.st_dev)
     sites = find_occurrences(content, old)
     if not sites:
         text = (

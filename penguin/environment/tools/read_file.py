@@ -47,6 +47,7 @@ from .._contract import ToolContext, ToolResult
 from ._args import fail
 from ._base import FileTool
 from ._files import (
+    ROW_WEIGHT,
     FileReport,
     decode_lossy,
     describe_error,
@@ -518,19 +519,23 @@ def read_file_blocking(
         kind = non_regular_kind(os.fstat(fd).st_mode)
         if kind is not None:
             return _not_regular(file_path, kind)
-        read = [0]  # bytes so far: a file that grew since its stat is weighed again
+        max_rows = content_budget // 8 + 2
+        seen = [0, 0]  # bytes and lines so far: the bytes scanned, the rows to render
 
         def chunk(n: int) -> bytes:
             data = os.read(fd, n)
-            read[0] += len(data)
+            seen[0] += len(data)
+            seen[1] += data.count(b"\n")
+            rows = min(seen[1] + 1, limit, max_rows)
+            checkpoint(seen[0] + ROW_WEIGHT * rows, info.st_dev)  # before it is scanned
             return data
 
         scan = scan_lines(
             chunk,
             first=offset,
             last=offset + limit - 1,
-            max_rows=content_budget // 8 + 2,
-            checkpoint=lambda: checkpoint(read[0], info.st_dev),
+            max_rows=max_rows,
+            checkpoint=checkpoint,
         )
     except OSError as exc:
         return FileReport(f'Failed to read "{file_path}": {describe_error(exc)}', failed=True)

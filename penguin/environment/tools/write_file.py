@@ -37,8 +37,10 @@ from penguin._realpath import realpath
 from .._contract import ToolContext, ToolResult
 from ._args import fail
 from ._base import FileTool
-from ._diff import render_write_diff
+from ._diff import WRITE_MAX_CELLS, render_write_diff
 from ._files import (
+    CELL_WEIGHT,
+    LINE_WEIGHT,
     FileReport,
     count_cat_lines,
     decode_lossy,
@@ -110,9 +112,15 @@ def write_file_blocking(
             )
     target = realpath(resolved)
     old_size = None if info is None or info.st_size > DIFF_SOURCE_LIMIT else info.st_size
+    old_device = None if info is None else info.st_dev
     if weigh is not None:  # the old content is read for the diff, the new one written
-        weigh(len(content) + (old_size or 0), None if info is None else info.st_dev)
+        weigh(len(content) + (old_size or 0), old_device)
     previous = None if old_size is None else _read_previous(target)
+    if weigh is not None and previous is not None:  # the diff: its lines and its table
+        old_lines, new_lines = previous.count(b"\n") + 1, content.count("\n") + 1
+        cells = min(old_lines * new_lines, WRITE_MAX_CELLS)
+        lines = LINE_WEIGHT * (old_lines + new_lines)
+        weigh(len(content) + len(previous) + lines + CELL_WEIGHT * cells, old_device)
     text = sanitize_text(content)
     data = text.encode("utf-8")
     try:
